@@ -1,0 +1,191 @@
+//! Options of a consume listener.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// How a failed job waits before its next attempt: `initial * 2^(attempt-1)`,
+/// capped at `max`, with up to 20 % random jitter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    /// Wait after the first failure. Default 100 ms.
+    pub initial: Duration,
+    /// Longest wait. Default 10 s.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait before the attempt after `failed_attempt` (1-based), without
+    /// jitter.
+    pub fn delay_after(&self, failed_attempt: u32) -> Duration {
+        let shift = failed_attempt.saturating_sub(1).min(30);
+        self.initial.saturating_mul(1 << shift).min(self.max)
+    }
+}
+
+/// Where jobs go once they have failed `max_attempts` times.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum DeadLetter {
+    /// To `<topic>.dead-letter` (the default).
+    #[default]
+    Default,
+    /// To the named topic.
+    Topic(String),
+    /// Dropped (logged at `error` level).
+    Drop,
+}
+
+/// Options of one consume listener.
+///
+/// ```
+/// use std::time::Duration;
+/// use ezmq_core::ConsumeOptions;
+///
+/// let opts = ConsumeOptions::new()
+///     .with_concurrency(32)
+///     .with_max_attempts(3)
+///     .with_dead_letter_topic("orders.failed");
+/// assert!(opts.validate().is_ok());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ConsumeOptions {
+    /// Handlers running at once. Default 10.
+    pub concurrency: usize,
+    /// Attempts (first delivery included) before a job is dead-lettered.
+    /// Default 5.
+    pub max_attempts: u32,
+    /// Wait between a failure and the next attempt.
+    pub backoff: Backoff,
+    /// Where jobs that exhausted their attempts go.
+    pub dead_letter: DeadLetter,
+    /// A handler still running after this long makes the listener tell the
+    /// broker it is alive (Disque `WORKING`), and again at half the job's
+    /// retry window, so the job is not redelivered while it runs.
+    /// Default 1 s.
+    pub heartbeat_after: Duration,
+    /// Longest single blocking fetch; bounds how fast a shutdown stops
+    /// fetching. Default 1 s.
+    pub fetch_wait: Duration,
+}
+
+impl Default for ConsumeOptions {
+    fn default() -> Self {
+        ConsumeOptions {
+            concurrency: 10,
+            max_attempts: 5,
+            backoff: Backoff::default(),
+            dead_letter: DeadLetter::Default,
+            heartbeat_after: Duration::from_secs(1),
+            fetch_wait: Duration::from_secs(1),
+        }
+    }
+}
+
+impl ConsumeOptions {
+    /// The defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets [`ConsumeOptions::concurrency`].
+    #[must_use]
+    pub fn with_concurrency(mut self, n: usize) -> Self {
+        self.concurrency = n;
+        self
+    }
+
+    /// Sets [`ConsumeOptions::max_attempts`].
+    #[must_use]
+    pub fn with_max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// Sets [`ConsumeOptions::backoff`].
+    #[must_use]
+    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.backoff = Backoff { initial, max };
+        self
+    }
+
+    /// Sends dead letters to `topic`.
+    #[must_use]
+    pub fn with_dead_letter_topic(mut self, topic: impl Into<String>) -> Self {
+        self.dead_letter = DeadLetter::Topic(topic.into());
+        self
+    }
+
+    /// Sets [`ConsumeOptions::dead_letter`].
+    #[must_use]
+    pub fn with_dead_letter(mut self, dead_letter: DeadLetter) -> Self {
+        self.dead_letter = dead_letter;
+        self
+    }
+
+    /// Sets [`ConsumeOptions::heartbeat_after`].
+    #[must_use]
+    pub fn with_heartbeat_after(mut self, after: Duration) -> Self {
+        self.heartbeat_after = after;
+        self
+    }
+
+    /// Sets [`ConsumeOptions::fetch_wait`].
+    #[must_use]
+    pub fn with_fetch_wait(mut self, wait: Duration) -> Self {
+        self.fetch_wait = wait;
+        self
+    }
+
+    /// Checks the values.
+    pub fn validate(&self) -> Result<()> {
+        if self.concurrency == 0 {
+            return Err(Error::invalid_option("concurrency", "must be at least 1"));
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::invalid_option("max_attempts", "must be at least 1"));
+        }
+        if self.backoff.initial > self.backoff.max {
+            return Err(Error::invalid_option(
+                "backoff",
+                "initial wait is longer than the maximum",
+            ));
+        }
+        if self.heartbeat_after.is_zero() {
+            return Err(Error::invalid_option("heartbeat_after", "must be positive"));
+        }
+        if self.fetch_wait < Duration::from_millis(10) {
+            return Err(Error::invalid_option("fetch_wait", "must be at least 10ms"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let b = Backoff::default();
+        assert_eq!(b.delay_after(1), Duration::from_millis(100));
+        assert_eq!(b.delay_after(2), Duration::from_millis(200));
+        assert_eq!(b.delay_after(40), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn validation() {
+        assert!(ConsumeOptions::new().validate().is_ok());
+        assert!(ConsumeOptions::new().with_concurrency(0).validate().is_err());
+        assert!(ConsumeOptions::new().with_max_attempts(0).validate().is_err());
+    }
+}

@@ -1,0 +1,133 @@
+//! `MqClientExt`: typed and closure-based conveniences over any
+//! [`MqClient`].
+
+use std::future::Future;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::consume_options::ConsumeOptions;
+use crate::error::{BoxError, Result};
+use crate::handler::{handler_fn, Permanent};
+use crate::job::{Job, JobId};
+use crate::listener::ListenerHandle;
+use crate::mq_client::MqClient;
+use crate::push_options::PushOptions;
+
+/// Conveniences for every [`MqClient`]: JSON payloads and closures as
+/// handlers. Implemented for all clients; bring it into scope with
+/// `use ezmq_core::MqClientExt`.
+///
+/// ```no_run
+/// # async fn demo(client: &impl ezmq_core::MqClient) -> ezmq_core::Result<()> {
+/// use ezmq_core::{Job, MqClientExt};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize)]
+/// struct Email { to: String }
+///
+/// client.add_json_listener("emails", |email: Email| async move {
+///     println!("sending to {}", email.to);
+///     Ok::<(), std::io::Error>(())
+/// }).await?;
+/// client.push_json("emails", &Email { to: "a@example.com".into() }).await?;
+/// # Ok(()) }
+/// ```
+#[async_trait]
+pub trait MqClientExt: MqClient {
+    /// Pushes `value` encoded as JSON.
+    async fn push_json<T>(&self, topic: &str, value: &T) -> Result<JobId>
+    where
+        T: Serialize + Sync + ?Sized,
+    {
+        self.push_json_with(topic, value, PushOptions::default())
+            .await
+    }
+
+    /// Pushes `value` encoded as JSON, with options.
+    async fn push_json_with<T>(
+        &self,
+        topic: &str,
+        value: &T,
+        options: PushOptions,
+    ) -> Result<JobId>
+    where
+        T: Serialize + Sync + ?Sized,
+    {
+        let body = serde_json::to_vec(value)?;
+        self.push_with(topic, body.into(), options).await
+    }
+
+    /// Starts a listener with default [`ConsumeOptions`] that runs the
+    /// closure for every job.
+    async fn add_consume_listener<F, Fut, E>(&self, topic: &str, f: F) -> Result<ListenerHandle>
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        self.add_listener(topic, Arc::new(handler_fn(f)), ConsumeOptions::default())
+            .await
+    }
+
+    /// Starts a listener with explicit options that runs the closure for
+    /// every job.
+    async fn add_consume_listener_with<F, Fut, E>(
+        &self,
+        topic: &str,
+        options: ConsumeOptions,
+        f: F,
+    ) -> Result<ListenerHandle>
+    where
+        F: Fn(Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        self.add_listener(topic, Arc::new(handler_fn(f)), options)
+            .await
+    }
+
+    /// Starts a listener that decodes every job as JSON `T`. A job that does
+    /// not decode is a [`Permanent`] failure: it goes to the dead-letter
+    /// topic without retries.
+    async fn add_json_listener<T, F, Fut, E>(&self, topic: &str, f: F) -> Result<ListenerHandle>
+    where
+        T: DeserializeOwned + Send + 'static,
+        F: Fn(T) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        self.add_json_listener_with(topic, ConsumeOptions::default(), f)
+            .await
+    }
+
+    /// [`MqClientExt::add_json_listener`] with explicit options.
+    async fn add_json_listener_with<T, F, Fut, E>(
+        &self,
+        topic: &str,
+        options: ConsumeOptions,
+        f: F,
+    ) -> Result<ListenerHandle>
+    where
+        T: DeserializeOwned + Send + 'static,
+        F: Fn(T) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        let f = Arc::new(f);
+        let handler = handler_fn(move |job: Job| {
+            let f = Arc::clone(&f);
+            async move {
+                let value: T = job
+                    .json()
+                    .map_err(|e| -> BoxError { Box::new(Permanent::new(e)) })?;
+                f(value).await.map_err(Into::into)
+            }
+        });
+        self.add_listener(topic, Arc::new(handler), options).await
+    }
+}
+
+impl<C: MqClient + ?Sized> MqClientExt for C {}

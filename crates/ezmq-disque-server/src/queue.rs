@@ -1,0 +1,63 @@
+//! Queues: jobs ordered by creation time, blocked clients, pause state.
+
+use crate::job::JobId;
+use bytes::Bytes;
+use std::collections::{BTreeSet, VecDeque};
+
+/// A named queue.
+#[derive(Debug)]
+pub(crate) struct Queue {
+    pub(crate) name: Bytes,
+    /// Queued jobs ordered by `(ctime, id)`.
+    pub(crate) jobs: BTreeSet<(u64, JobId)>,
+    /// IDs of blocked GETJOB waiters, in blocking order.
+    pub(crate) blocked: VecDeque<u64>,
+    pub(crate) paused_in: bool,
+    pub(crate) paused_out: bool,
+    /// Creation time, unix seconds.
+    pub(crate) ctime: u64,
+    /// Last access time, unix seconds.
+    pub(crate) atime: u64,
+    pub(crate) jobs_in: u64,
+    pub(crate) jobs_out: u64,
+    /// Scan sequence number (QSCAN cursor order).
+    pub(crate) seq: u64,
+}
+
+impl Queue {
+    /// A new empty queue.
+    pub(crate) fn new(name: Bytes, now_s: u64, seq: u64) -> Queue {
+        Queue {
+            name,
+            jobs: BTreeSet::new(),
+            blocked: VecDeque::new(),
+            paused_in: false,
+            paused_out: false,
+            ctime: now_s,
+            atime: now_s,
+            jobs_in: 0,
+            jobs_out: 0,
+            seq,
+        }
+    }
+
+    /// Number of queued jobs.
+    pub(crate) fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// The pause state name: none/in/out/all.
+    pub(crate) fn pause_name(&self) -> &'static str {
+        pause_name(self.paused_in, self.paused_out)
+    }
+}
+
+/// Pause state name for the given flags.
+pub(crate) fn pause_name(pin: bool, pout: bool) -> &'static str {
+    match (pin, pout) {
+        (false, false) => "none",
+        (true, false) => "in",
+        (false, true) => "out",
+        (true, true) => "all",
+    }
+}

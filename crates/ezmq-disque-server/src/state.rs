@@ -1,0 +1,433 @@
+//! The node and its store: jobs, queues, timers and blocked clients, all
+//! behind one `std::sync::Mutex` (never held across an `.await`).
+
+use crate::frame::Frame;
+use crate::job::{Job, JobId, JobState, Rng};
+use crate::queue::Queue;
+use crate::timers::{now_ms, now_s};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Mutex, MutexGuard};
+use tokio::sync::oneshot;
+
+/// Empty queues idle for this long are reclaimed.
+pub(crate) const QUEUE_GC_IDLE_S: u64 = 300;
+
+/// One Disque node: identity, limits and the store.
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub(crate) id: String,
+    pub(crate) port: u16,
+    pub(crate) requirepass: Option<String>,
+    pub(crate) max_memory: usize,
+    pub(crate) max_request: usize,
+    pub(crate) started_s: u64,
+    pub(crate) connected_clients: AtomicUsize,
+    store: Mutex<Store>,
+}
+
+impl Node {
+    /// A node with an empty store.
+    pub(crate) fn new(
+        id: String,
+        port: u16,
+        requirepass: Option<String>,
+        max_memory: usize,
+        max_request: usize,
+    ) -> Node {
+        let mut prefix = [b'0'; 8];
+        for (d, s) in prefix.iter_mut().zip(id.bytes()) {
+            *d = s;
+        }
+        Node {
+            store: Mutex::new(Store::new(prefix)),
+            id,
+            port,
+            requirepass,
+            max_memory,
+            max_request,
+            started_s: now_s(),
+            connected_clients: AtomicUsize::new(0),
+        }
+    }
+
+    /// Locks the store (recovering from a poisoned lock).
+    pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A client blocked in GETJOB.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    pub(crate) queues: Vec<Bytes>,
+    pub(crate) withcounters: bool,
+    pub(crate) tx: oneshot::Sender<Frame>,
+}
+
+/// All the mutable state of a node.
+#[derive(Debug)]
+pub(crate) struct Store {
+    pub(crate) prefix: [u8; 8],
+    pub(crate) jobs: HashMap<JobId, Job>,
+    pub(crate) job_scan: BTreeMap<u64, JobId>,
+    pub(crate) queues: HashMap<Bytes, Queue>,
+    pub(crate) queue_scan: BTreeMap<u64, Bytes>,
+    pub(crate) timers: BTreeSet<(u64, JobId)>,
+    pub(crate) waiters: HashMap<u64, Waiter>,
+    pub(crate) next_seq: u64,
+    pub(crate) prev_ctime: u64,
+    pub(crate) rng: Rng,
+    pub(crate) used_memory: usize,
+}
+
+impl Store {
+    fn new(prefix: [u8; 8]) -> Store {
+        Store {
+            prefix,
+            jobs: HashMap::new(),
+            job_scan: BTreeMap::new(),
+            queues: HashMap::new(),
+            queue_scan: BTreeMap::new(),
+            timers: BTreeSet::new(),
+            waiters: HashMap::new(),
+            next_seq: 1,
+            prev_ctime: 0,
+            rng: Rng::new(),
+            used_memory: 0,
+        }
+    }
+
+    fn seq(&mut self) -> u64 {
+        let s = self.next_seq;
+        self.next_seq += 1;
+        s
+    }
+
+    /// A new, strictly increasing ctime (ms * 1e6 + counter).
+    pub(crate) fn new_ctime(&mut self, now: u64) -> u64 {
+        let mut c = now.saturating_mul(1_000_000);
+        if c <= self.prev_ctime {
+            c = self.prev_ctime + 1;
+        }
+        self.prev_ctime = c;
+        c
+    }
+
+    /// Looks a queue up, creating it when missing.
+    pub(crate) fn queue_mut(&mut self, name: &Bytes) -> &mut Queue {
+        if !self.queues.contains_key(name) {
+            let seq = self.seq();
+            self.queue_scan.insert(seq, name.clone());
+            self.queues
+                .insert(name.clone(), Queue::new(name.clone(), now_s(), seq));
+        }
+        // The entry exists now.
+        self.queues.entry(name.clone()).or_insert_with(|| Queue::new(name.clone(), 0, 0))
+    }
+
+    /// Registers a freshly created job and schedules it.
+    pub(crate) fn register_job(&mut self, mut job: Job) {
+        job.seq = self.seq();
+        self.used_memory += job.mem_size();
+        self.job_scan.insert(job.seq, job.id);
+        let id = job.id;
+        self.jobs.insert(id, job);
+        self.schedule(id);
+    }
+
+    /// Removes a job completely. Returns true if it existed.
+    pub(crate) fn delete_job(&mut self, id: &JobId) -> bool {
+        let Some(job) = self.jobs.remove(id) else {
+            return false;
+        };
+        if job.state == JobState::Queued {
+            if let Some(q) = self.queues.get_mut(&job.queue) {
+                q.jobs.remove(&(job.ctime, job.id));
+            }
+        }
+        if job.timer != 0 {
+            self.timers.remove(&(job.timer, job.id));
+        }
+        self.job_scan.remove(&job.seq);
+        self.used_memory = self.used_memory.saturating_sub(job.mem_size());
+        true
+    }
+
+    /// Recomputes the timer entry of a job.
+    pub(crate) fn schedule(&mut self, id: JobId) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        let at = job.next_event();
+        if at == job.timer {
+            return;
+        }
+        if job.timer != 0 {
+            self.timers.remove(&(job.timer, id));
+        }
+        job.timer = at;
+        self.timers.insert((at, id));
+    }
+
+    /// Puts a job into its queue (Disque `enqueueJob`). Returns false when
+    /// the job is already queued or may not be queued again.
+    pub(crate) fn enqueue(&mut self, id: JobId, nack: bool, now: u64) -> bool {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return false;
+        };
+        if job.state == JobState::Queued || job.qtime == 0 {
+            return false;
+        }
+        if job.retry == 0 && job.delivered {
+            return false;
+        }
+        job.state = JobState::Queued;
+        job.qtime = if job.retry > 0 {
+            now + job.retry * 1000
+        } else {
+            0
+        };
+        if job.queued_before || nack {
+            if nack {
+                job.nacks += 1;
+            } else {
+                job.deliveries += 1;
+            }
+        } else {
+            job.queued_before = true;
+        }
+        let key = (job.ctime, job.id);
+        let qname = job.queue.clone();
+        self.schedule(id);
+        let q = self.queue_mut(&qname);
+        q.jobs.insert(key);
+        q.atime = now / 1000;
+        q.jobs_in += 1;
+        if !q.paused_out && !q.blocked.is_empty() {
+            self.serve_waiters(&qname, now);
+        }
+        true
+    }
+
+    /// Takes a queued job out of its queue, making it active.
+    pub(crate) fn dequeue(&mut self, id: &JobId) -> bool {
+        let Some(job) = self.jobs.get_mut(id) else {
+            return false;
+        };
+        if job.state != JobState::Queued {
+            return false;
+        }
+        job.state = JobState::Active;
+        let key = (job.ctime, job.id);
+        if let Some(q) = self.queues.get_mut(&job.queue) {
+            q.jobs.remove(&key);
+        }
+        true
+    }
+
+    /// Pops the oldest job of a queue for delivery (unless paused in output).
+    pub(crate) fn fetch(&mut self, qname: &Bytes, now: u64) -> Option<JobId> {
+        let q = self.queues.get_mut(qname)?;
+        if q.paused_out {
+            return None;
+        }
+        let (_, id) = q.jobs.pop_first()?;
+        q.atime = now / 1000;
+        q.jobs_out += 1;
+        if let Some(job) = self.jobs.get_mut(&id) {
+            job.state = JobState::Active;
+            job.delivered = true;
+        }
+        Some(id)
+    }
+
+    /// The GETJOB reply element for a job.
+    pub(crate) fn job_entry(&self, id: &JobId, withcounters: bool) -> Frame {
+        let Some(job) = self.jobs.get(id) else {
+            return Frame::NullArray;
+        };
+        let mut v = Vec::with_capacity(if withcounters { 7 } else { 3 });
+        v.push(Frame::Bulk(job.queue.clone()));
+        v.push(Frame::Bulk(job.id.to_bytes()));
+        v.push(Frame::Bulk(job.body.clone()));
+        if withcounters {
+            v.push(Frame::bulk_static("nacks"));
+            v.push(Frame::Integer(job.nacks as i64));
+            v.push(Frame::bulk_static("additional-deliveries"));
+            v.push(Frame::Integer(job.deliveries as i64));
+        }
+        Frame::Array(v)
+    }
+
+    /// Registers a blocked GETJOB client on every (distinct) queue.
+    pub(crate) fn add_waiter(&mut self, waiter: Waiter) -> u64 {
+        let wid = self.seq();
+        let mut seen: Vec<&Bytes> = Vec::with_capacity(waiter.queues.len());
+        let names = waiter.queues.clone();
+        for name in &names {
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name);
+            self.queue_mut(name).blocked.push_back(wid);
+        }
+        self.waiters.insert(wid, waiter);
+        wid
+    }
+
+    /// Forgets a blocked client. Returns true if it was still waiting.
+    pub(crate) fn remove_waiter(&mut self, wid: u64) -> bool {
+        let Some(w) = self.waiters.remove(&wid) else {
+            return false;
+        };
+        for name in &w.queues {
+            if let Some(q) = self.queues.get_mut(name) {
+                q.blocked.retain(|&x| x != wid);
+            }
+        }
+        true
+    }
+
+    /// Serves clients blocked on a queue while it has jobs.
+    pub(crate) fn serve_waiters(&mut self, qname: &Bytes, now: u64) {
+        loop {
+            let Some(q) = self.queues.get_mut(qname) else {
+                return;
+            };
+            if q.paused_out || q.jobs.is_empty() {
+                return;
+            }
+            let Some(wid) = q.blocked.pop_front() else {
+                return;
+            };
+            let Some(w) = self.waiters.remove(&wid) else {
+                continue;
+            };
+            for name in &w.queues {
+                if let Some(q) = self.queues.get_mut(name) {
+                    q.blocked.retain(|&x| x != wid);
+                }
+            }
+            if w.tx.is_closed() {
+                continue;
+            }
+            let Some(id) = self.fetch(qname, now) else {
+                return;
+            };
+            let entry = self.job_entry(&id, w.withcounters);
+            // A send failure means the client just went away: the job stays
+            // active and will be requeued after its retry time.
+            let _ = w.tx.send(Frame::Array(vec![entry]));
+        }
+    }
+
+    /// Runs every due timer event (delays, retries, expiry).
+    pub(crate) fn process_timers(&mut self, now: u64) {
+        while let Some(&(at, id)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            let Some(job) = self.jobs.get_mut(&id) else {
+                continue;
+            };
+            job.timer = 0;
+            if job.etime <= now {
+                self.delete_job(&id);
+                continue;
+            }
+            if job.state == JobState::Active && job.qtime != 0 && job.qtime <= now {
+                let paused_in = job.retry != 0
+                    && self.queues.get(&job.queue).is_some_and(|q| q.paused_in);
+                if paused_in {
+                    job.qtime = now + job.retry * 1000;
+                } else {
+                    self.enqueue(id, false, now);
+                }
+            }
+            if let Some(job) = self.jobs.get_mut(&id) {
+                if job.state == JobState::Queued
+                    && job.qtime != 0
+                    && job.qtime <= now
+                    && job.retry > 0
+                {
+                    job.qtime = now + job.retry * 1000;
+                }
+            }
+            self.schedule(id);
+        }
+    }
+
+    /// Removes empty queues idle for more than [`QUEUE_GC_IDLE_S`].
+    pub(crate) fn gc_queues(&mut self, now_s: u64) {
+        let dead: Vec<Bytes> = self
+            .queues
+            .values()
+            .filter(|q| {
+                q.jobs.is_empty()
+                    && q.blocked.is_empty()
+                    && !q.paused_in
+                    && !q.paused_out
+                    && now_s.saturating_sub(q.atime) > QUEUE_GC_IDLE_S
+            })
+            .map(|q| q.name.clone())
+            .collect();
+        for name in dead {
+            if let Some(q) = self.queues.remove(&name) {
+                self.queue_scan.remove(&q.seq);
+            }
+        }
+    }
+
+    /// Creates, registers and (unless delayed) queues a job.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add_job(
+        &mut self,
+        queue: Bytes,
+        body: Bytes,
+        repl: u16,
+        ttl: i64,
+        retry: i64,
+        delay: i64,
+        now: u64,
+    ) -> JobId {
+        let prefix = self.prefix;
+        let id = JobId::generate(&prefix, &mut self.rng, ttl, retry);
+        let ctime = self.new_ctime(now);
+        let (ttl, retry, delay) = (ttl as u64, retry as u64, delay as u64);
+        let job = Job {
+            id,
+            queue,
+            body,
+            state: JobState::Active,
+            repl,
+            ctime,
+            etime: now.saturating_add(ttl.saturating_mul(1000)),
+            delay,
+            retry,
+            qtime: if delay > 0 {
+                now + delay * 1000
+            } else {
+                now + retry * 1000
+            },
+            nacks: 0,
+            deliveries: 0,
+            delivered: false,
+            queued_before: false,
+            seq: 0,
+            timer: 0,
+        };
+        self.register_job(job);
+        if delay == 0 {
+            self.enqueue(id, false, now);
+        }
+        id
+    }
+}
+
+/// Current time helper re-exported for command code.
+pub(crate) fn now() -> u64 {
+    now_ms()
+}
