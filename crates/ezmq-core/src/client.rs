@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 use crate::backend::Backend;
 use crate::consume_options::ConsumeOptions;
 use crate::error::{Error, Result};
+use crate::extensions::Extensions;
 use crate::handler::Handler;
 use crate::job::{Job, JobId};
 use crate::listener::{self, ListenerHandle};
@@ -63,6 +64,7 @@ struct Inner<B: Backend> {
     shutdown: CancellationToken,
     tasks: TaskTracker,
     closed: AtomicBool,
+    extensions: Extensions,
 }
 
 impl<B: Backend> Drop for Inner<B> {
@@ -100,6 +102,7 @@ impl<B: Backend> Client<B> {
                 shutdown: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 closed: AtomicBool::new(false),
+                extensions: Extensions::default(),
             }),
         }
     }
@@ -107,6 +110,17 @@ impl<B: Backend> Client<B> {
     /// The backend, for feature crates that need its optional abilities.
     pub fn backend(&self) -> &Arc<B> {
         &self.inner.backend
+    }
+
+    /// Per-client state of a feature crate: the value of type `T` (one per
+    /// type and client, shared by the client's clones), created by `init` on
+    /// first use.
+    pub fn extension<T, F>(&self, init: F) -> Arc<T>
+    where
+        T: std::any::Any + Send + Sync,
+        F: FnOnce() -> T,
+    {
+        self.inner.extensions.get_or_init(init)
     }
 
     /// The client's settings.

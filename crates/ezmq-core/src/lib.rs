@@ -13,6 +13,7 @@ mod client;
 mod consume_options;
 mod error;
 mod ext;
+mod extensions;
 mod handler;
 mod job;
 mod listener;
