@@ -42,6 +42,17 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Gives a job back for redelivery at once; counts as a failed attempt.
     async fn nack(&self, id: &JobId) -> Result<()>;
 
+    /// Puts a job that was fetched but never processed back in its queue at
+    /// once, *without* counting a failed attempt. Listeners use it for jobs a
+    /// fetch returned while they were stopping.
+    ///
+    /// The default calls [`Backend::nack`] (which does count an attempt);
+    /// backends that can requeue without counting (Disque `ENQUEUE`)
+    /// override it.
+    async fn requeue(&self, id: &JobId) -> Result<()> {
+        self.nack(id).await
+    }
+
     /// Tells the broker a job is still being processed so it is not
     /// redelivered; returns how long the broker now waits before it would
     /// redeliver it (zero when the job is never redelivered).

@@ -65,6 +65,7 @@ struct Inner<B: Backend> {
     tasks: TaskTracker,
     closed: AtomicBool,
     extensions: Extensions,
+    listeners: listener::Registry,
 }
 
 impl<B: Backend> Drop for Inner<B> {
@@ -103,6 +104,7 @@ impl<B: Backend> Client<B> {
                 tasks: TaskTracker::new(),
                 closed: AtomicBool::new(false),
                 extensions: Extensions::default(),
+                listeners: listener::Registry::default(),
             }),
         }
     }
@@ -172,7 +174,12 @@ impl<B: Backend> Client<B> {
 
     /// Pushes to an already validated (possibly internal) topic. Feature
     /// crates use this for their internal queues.
-    pub async fn push_to(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
+    pub async fn push_to(
+        &self,
+        topic: &Topic,
+        body: Bytes,
+        options: &PushOptions,
+    ) -> Result<JobId> {
         self.ensure_open()?;
         self.check_payload(&body)?;
         options.validate()?;
@@ -180,6 +187,15 @@ impl<B: Backend> Client<B> {
     }
 
     /// Starts a listener on an already validated (possibly internal) topic.
+    ///
+    /// The listener belongs to the client: it runs until
+    /// [`ListenerHandle::stop`] or [`MqClient::shutdown`], whatever happens
+    /// to the handle. Fails on invalid options, including a dead-letter topic
+    /// that is not a valid name (`<topic>.dead-letter` too long, for one).
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime.
     pub fn listen_to(
         &self,
         topic: Topic,
@@ -188,7 +204,7 @@ impl<B: Backend> Client<B> {
     ) -> Result<ListenerHandle> {
         self.ensure_open()?;
         options.validate()?;
-        listener::start(self, topic, handler, options)
+        listener::start(self, &self.inner.listeners, topic, handler, options)
     }
 }
 
@@ -225,16 +241,24 @@ impl<B: Backend> MqClient for Client<B> {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Err(Error::Shutdown);
         }
+        // Listeners first get the grace period, then the token stops them
+        // (and every other background task) from starting new work.
+        let longest_fetch = self.inner.listeners.stop_all(grace);
         self.inner.shutdown.cancel();
         self.inner.tasks.close();
-        // Listeners give their unfinished jobs back once `grace` has passed;
-        // the extra second covers those NACKs.
-        let wait = grace + Duration::from_secs(1);
+        // A listener drains within max(fetch in flight, grace), then NACKs
+        // what it aborted; the extra second covers those NACKs.
+        let wait = grace
+            .max(longest_fetch)
+            .saturating_add(Duration::from_secs(1));
         if tokio::time::timeout(wait, self.inner.tasks.wait())
             .await
             .is_err()
         {
-            tracing::warn!(?grace, "background tasks still running after the grace period");
+            tracing::warn!(
+                ?grace,
+                "background tasks still running after the grace period"
+            );
         }
         self.inner.backend.close().await
     }

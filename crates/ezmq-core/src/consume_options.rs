@@ -185,7 +185,13 @@ mod tests {
     #[test]
     fn validation() {
         assert!(ConsumeOptions::new().validate().is_ok());
-        assert!(ConsumeOptions::new().with_concurrency(0).validate().is_err());
-        assert!(ConsumeOptions::new().with_max_attempts(0).validate().is_err());
+        assert!(ConsumeOptions::new()
+            .with_concurrency(0)
+            .validate()
+            .is_err());
+        assert!(ConsumeOptions::new()
+            .with_max_attempts(0)
+            .validate()
+            .is_err());
     }
 }

@@ -47,12 +47,7 @@ pub trait MqClientExt: MqClient {
     }
 
     /// Pushes `value` encoded as JSON, with options.
-    async fn push_json_with<T>(
-        &self,
-        topic: &str,
-        value: &T,
-        options: PushOptions,
-    ) -> Result<JobId>
+    async fn push_json_with<T>(&self, topic: &str, value: &T, options: PushOptions) -> Result<JobId>
     where
         T: Serialize + Sync + ?Sized,
     {

@@ -32,7 +32,10 @@ impl Extensions {
             }
         }
         let value = Arc::new(init());
-        map.insert(TypeId::of::<T>(), Arc::clone(&value) as Arc<dyn Any + Send + Sync>);
+        map.insert(
+            TypeId::of::<T>(),
+            Arc::clone(&value) as Arc<dyn Any + Send + Sync>,
+        );
         value
     }
 }

@@ -28,7 +28,7 @@ pub use error::{BoxError, Error, Result};
 pub use ext::MqClientExt;
 pub use handler::{handler_fn, Handler, HandlerFn, Permanent};
 pub use job::{Job, JobId};
-pub use listener::ListenerHandle;
+pub use listener::{DeadLetterRecord, ListenerHandle};
 pub use mq_client::MqClient;
 pub use push_options::PushOptions;
 pub use topic::{Topic, INTERNAL_PREFIX, INTERNAL_SEPARATOR, MAX_TOPIC_LEN};

@@ -37,7 +37,10 @@ impl Topic {
     pub fn new(name: impl Into<String>) -> Result<Self> {
         let name = name.into();
         if let Some(reason) = invalid_reason(&name) {
-            return Err(Error::InvalidTopic { topic: name, reason });
+            return Err(Error::InvalidTopic {
+                topic: name,
+                reason,
+            });
         }
         if name.starts_with(INTERNAL_PREFIX) {
             return Err(Error::InvalidTopic {

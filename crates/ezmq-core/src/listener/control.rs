@@ -1,0 +1,124 @@
+//! The state a listener shares with its handle, its tasks and the client's
+//! registry: the stop signal, the grace deadline, the in-flight count.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::topic::Topic;
+
+/// Used instead of an `Instant` overflow for absurdly long graces.
+const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Shared control block of one listener.
+#[derive(Debug)]
+pub(crate) struct Control {
+    topic: Topic,
+    /// Cancelled when the listener must stop fetching (a child of the
+    /// client's shutdown token).
+    stop: CancellationToken,
+    /// When in-flight handlers are aborted; set by the first stopper.
+    deadline: Mutex<Option<Instant>>,
+    /// Cancelled once the listener has drained and its tasks are gone.
+    done: CancellationToken,
+    /// Handlers running right now.
+    in_flight: AtomicUsize,
+    fetch_wait: Duration,
+}
+
+impl Control {
+    pub(crate) fn new(topic: Topic, stop: CancellationToken, fetch_wait: Duration) -> Self {
+        Control {
+            topic,
+            stop,
+            deadline: Mutex::new(None),
+            done: CancellationToken::new(),
+            in_flight: AtomicUsize::new(0),
+            fetch_wait,
+        }
+    }
+
+    pub(crate) fn topic(&self) -> &Topic {
+        &self.topic
+    }
+
+    pub(crate) fn fetch_wait(&self) -> Duration {
+        self.fetch_wait
+    }
+
+    fn lock_deadline(&self) -> MutexGuard<'_, Option<Instant>> {
+        self.deadline.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stops fetching; handlers still running `grace` from now are aborted.
+    /// The first call's grace wins.
+    pub(crate) fn request_stop(&self, grace: Duration) {
+        {
+            let mut deadline = self.lock_deadline();
+            if deadline.is_none() {
+                let now = Instant::now();
+                let at = now.checked_add(grace).unwrap_or_else(|| now + FAR_FUTURE);
+                *deadline = Some(at);
+            }
+        }
+        self.stop.cancel();
+    }
+
+    /// True once a stop has been requested (by the handle or the client).
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
+    /// Completes when a stop has been requested.
+    pub(crate) async fn stopping(&self) {
+        self.stop.cancelled().await;
+    }
+
+    /// Completes when in-flight handlers must be aborted: at the grace
+    /// deadline after a stop. A stop that came without a grace (the last
+    /// client clone was dropped) aborts at once.
+    pub(crate) async fn abort_signal(&self) {
+        self.stop.cancelled().await;
+        let deadline = *self.lock_deadline().get_or_insert_with(Instant::now);
+        tokio::time::sleep_until(deadline).await;
+    }
+
+    /// True once the listener has drained.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.is_cancelled()
+    }
+
+    /// Completes once the listener has drained.
+    pub(crate) async fn finished(&self) {
+        self.done.cancelled().await;
+    }
+
+    /// Marks the listener drained when dropped (even if its task is torn
+    /// down with the runtime).
+    pub(crate) fn done_guard(&self) -> DropGuard {
+        self.done.clone().drop_guard()
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Counts a running handler until the guard is dropped.
+    pub(crate) fn track_in_flight(&self) -> InFlight<'_> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        InFlight(&self.in_flight)
+    }
+}
+
+/// Decrements the in-flight count on drop.
+#[derive(Debug)]
+pub(crate) struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}

@@ -1,0 +1,181 @@
+//! Dead letters: where a job goes once it has failed for good, and the
+//! record that carries it there.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::consume_options::DeadLetter;
+use crate::error::{Error, Result};
+use crate::job::Job;
+use crate::topic::Topic;
+
+/// Suffix of the default dead-letter topic: `<topic>.dead-letter`.
+const DEFAULT_SUFFIX: &str = ".dead-letter";
+
+/// The body of a job on a dead-letter topic: a JSON object describing the
+/// job that failed for good.
+///
+/// The original body is kept in `body` when it is valid UTF-8 (JSON and text
+/// payloads stay readable), otherwise in `body_bytes` as an array of byte
+/// values; exactly one of the two is set. [`DeadLetterRecord::body`] gives
+/// the original bytes back either way.
+///
+/// ```
+/// use ezmq_core::{DeadLetterRecord, Job, JobId, Topic};
+///
+/// # let json = r#"{"topic":"orders","job_id":"D-1","attempts":5,"error":"boom",
+/// #   "permanent":false,"failed_at_ms":0,"body":"{\"n\":1}"}"#;
+/// # let dead = Job::new(JobId::new("D-2"), Topic::new("orders.dead-letter").unwrap(), json.into());
+/// // In a listener on `orders.dead-letter`:
+/// let record = DeadLetterRecord::from_job(&dead)?;
+/// assert_eq!(record.topic, "orders");
+/// assert_eq!(&record.body()[..], br#"{"n":1}"#);
+/// # Ok::<(), ezmq_core::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct DeadLetterRecord {
+    /// The topic the job failed on.
+    pub topic: String,
+    /// The failed job's id.
+    pub job_id: String,
+    /// The attempt that failed last (1-based; the first delivery is 1).
+    pub attempts: u32,
+    /// The last error's message (for a panic, `handler panicked: <msg>`).
+    pub error: String,
+    /// Whether the last error was [`Permanent`](crate::Permanent).
+    #[serde(default)]
+    pub permanent: bool,
+    /// When the job was dead-lettered, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub failed_at_ms: u64,
+    /// The original body, when it is valid UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The original body as byte values, when it is not valid UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_bytes: Option<Vec<u8>>,
+}
+
+impl DeadLetterRecord {
+    /// Describes `job`, whose attempt `attempts` failed with `error`.
+    pub fn new(job: &Job, attempts: u32, error: impl Into<String>, permanent: bool) -> Self {
+        let (body, body_bytes) = match std::str::from_utf8(job.body()) {
+            Ok(text) => (Some(text.to_owned()), None),
+            Err(_) => (None, Some(job.body().to_vec())),
+        };
+        let failed_at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        DeadLetterRecord {
+            topic: job.topic().as_str().to_owned(),
+            job_id: job.id().as_str().to_owned(),
+            attempts,
+            error: error.into(),
+            permanent,
+            failed_at_ms,
+            body,
+            body_bytes,
+        }
+    }
+
+    /// Decodes the body of a job fetched from a dead-letter topic.
+    pub fn from_job(job: &Job) -> Result<Self> {
+        job.json()
+    }
+
+    /// The original body, whichever way it was stored.
+    pub fn body(&self) -> Bytes {
+        match (&self.body, &self.body_bytes) {
+            (Some(text), _) => Bytes::copy_from_slice(text.as_bytes()),
+            (None, Some(bytes)) => Bytes::copy_from_slice(bytes),
+            (None, None) => Bytes::new(),
+        }
+    }
+}
+
+/// The dead-letter topic of a listener on `topic`, or `None` for
+/// [`DeadLetter::Drop`]. Checked when the listener starts.
+pub(crate) fn resolve_topic(topic: &Topic, dead_letter: &DeadLetter) -> Result<Option<Topic>> {
+    let resolved = match dead_letter {
+        DeadLetter::Drop => return Ok(None),
+        DeadLetter::Topic(name) => Topic::new(name.as_str())?,
+        DeadLetter::Default if topic.is_internal() => {
+            // Internal names are built from validated parts; appending the
+            // suffix (valid characters only) keeps them internal and distinct.
+            Topic::from_broker(format!("{topic}{DEFAULT_SUFFIX}"))
+        }
+        DeadLetter::Default => Topic::new(format!("{topic}{DEFAULT_SUFFIX}"))?,
+    };
+    if &resolved == topic {
+        return Err(Error::invalid_option(
+            "dead_letter",
+            format!("the dead-letter topic cannot be the consumed topic {topic:?}"),
+        ));
+    }
+    Ok(Some(resolved))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::JobId;
+
+    fn job(body: &'static [u8]) -> Job {
+        Job::new(
+            JobId::new("D-1"),
+            Topic::new("orders").unwrap(),
+            Bytes::from_static(body),
+        )
+    }
+
+    #[test]
+    fn utf8_body_is_kept_as_text() {
+        let rec = DeadLetterRecord::new(&job(b"{\"n\":1}"), 3, "boom", false);
+        let json = serde_json::to_value(&rec).unwrap();
+        assert_eq!(json["body"], "{\"n\":1}");
+        assert!(json.get("body_bytes").is_none());
+        assert_eq!(json["topic"], "orders");
+        assert_eq!(json["job_id"], "D-1");
+        assert_eq!(json["attempts"], 3);
+        assert_eq!(json["error"], "boom");
+        let back: DeadLetterRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(back, rec);
+        assert_eq!(&back.body()[..], b"{\"n\":1}");
+    }
+
+    #[test]
+    fn binary_body_is_kept_as_bytes() {
+        let rec = DeadLetterRecord::new(&job(&[0xff, 0x00, 0x80]), 1, "bad", true);
+        assert_eq!(rec.body, None);
+        assert_eq!(rec.body_bytes.as_deref(), Some(&[0xff, 0x00, 0x80][..]));
+        let json = serde_json::to_vec(&rec).unwrap();
+        let back: DeadLetterRecord = serde_json::from_slice(&json).unwrap();
+        assert_eq!(&back.body()[..], &[0xff, 0x00, 0x80]);
+        assert!(back.permanent);
+    }
+
+    #[test]
+    fn resolves_dead_letter_topics() {
+        let t = Topic::new("orders").unwrap();
+        let d = resolve_topic(&t, &DeadLetter::Default).unwrap().unwrap();
+        assert_eq!(d.as_str(), "orders.dead-letter");
+        let d = resolve_topic(&t, &DeadLetter::Topic("failed".into()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.as_str(), "failed");
+        assert!(resolve_topic(&t, &DeadLetter::Drop).unwrap().is_none());
+        assert!(resolve_topic(&t, &DeadLetter::Topic("bad name".into())).is_err());
+        assert!(resolve_topic(&t, &DeadLetter::Topic("orders".into())).is_err());
+        let long = Topic::new("x".repeat(195)).unwrap();
+        assert!(resolve_topic(&long, &DeadLetter::Default).is_err());
+        let internal = Topic::internal("bc", &["orders"]).unwrap();
+        let d = resolve_topic(&internal, &DeadLetter::Default)
+            .unwrap()
+            .unwrap();
+        assert!(d.is_internal());
+        assert_eq!(d.as_str(), "__ezmq|bc|orders.dead-letter");
+    }
+}

@@ -1,0 +1,39 @@
+//! The client's list of its listeners, so that a client shutdown can hand
+//! its grace period to every one of them.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use super::control::Control;
+
+/// Every listener started by one client (drained ones are pruned).
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    listeners: Mutex<Vec<Arc<Control>>>,
+}
+
+impl Registry {
+    fn lock(&self) -> MutexGuard<'_, Vec<Arc<Control>>> {
+        self.listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn register(&self, control: Arc<Control>) {
+        let mut listeners = self.lock();
+        listeners.retain(|c| !c.is_done());
+        listeners.push(control);
+    }
+
+    /// Asks every listener to stop with `grace`; returns the longest
+    /// `fetch_wait` among them (how long a fetch in flight may still take).
+    pub(crate) fn stop_all(&self, grace: Duration) -> Duration {
+        let listeners = std::mem::take(&mut *self.lock());
+        let mut longest_fetch = Duration::ZERO;
+        for control in listeners {
+            control.request_stop(grace);
+            longest_fetch = longest_fetch.max(control.fetch_wait());
+        }
+        longest_fetch
+    }
+}
