@@ -1,0 +1,496 @@
+//! Broadcast over real TCP against the test broker (embedded Disque unless
+//! `EZMQ_TEST_DISQUE_ADDRS` names external nodes).
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ezmq_broadcast::{group_queue, BroadcastConfig, BroadcastExt};
+use ezmq_disque::{
+    handler_fn, Backend, ClientConfig, ConsumeOptions, DisqueBackend, DisqueClient, Error, Job,
+    MqClient, Topic,
+};
+use ezmq_test_support::{eventually, init_tracing, TestBroker};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use support::{add_member, assert_quiet, client_with, next, shutdown_all, PATIENCE};
+
+const BROADCASTS: usize = 1_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_group_gets_every_broadcast_exactly_once() {
+    init_tracing();
+    let broker = TestBroker::start().await;
+    let topic = broker.unique_topic("bc-fanout");
+    let config = BroadcastConfig::new();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+
+    let mut members = Vec::new();
+    for (group, member) in [("a", "a1"), ("a", "a2"), ("b", "b1"), ("b", "b2")] {
+        let client = client_with(&broker, config.clone()).await;
+        let options = ConsumeOptions::new().with_concurrency(4);
+        add_member(
+            &client,
+            &topic,
+            group,
+            member,
+            options,
+            Duration::from_millis(1),
+            tx.clone(),
+        )
+        .await;
+        members.push(client);
+    }
+    let producer = client_with(&broker, config).await;
+
+    let receipts: Vec<_> = futures::stream::iter(0..BROADCASTS)
+        .map(|i| {
+            let producer = producer.clone();
+            let topic = topic.clone();
+            async move { producer.push_broadcast(&topic, i.to_string().into()).await }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for receipt in receipts {
+        let receipt = receipt.expect("broadcast stored");
+        assert_eq!(receipt.groups().collect::<Vec<_>>(), ["a", "b"]);
+    }
+
+    // group -> body -> deliveries; member -> deliveries
+    let mut seen: HashMap<String, HashMap<String, usize>> = HashMap::new();
+    let mut per_member: BTreeMap<String, usize> = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let complete = |seen: &HashMap<String, HashMap<String, usize>>| {
+        ["a", "b"]
+            .iter()
+            .all(|g| seen.get(*g).is_some_and(|m| m.len() == BROADCASTS))
+    };
+    while !complete(&seen) {
+        let d = tokio::time::timeout_at(deadline, rx.recv())
+            .await
+            .expect("all broadcasts delivered in time")
+            .expect("channel open");
+        *seen.entry(d.group).or_default().entry(d.body).or_default() += 1;
+        *per_member.entry(d.member).or_default() += 1;
+    }
+    // Nothing left over: a duplicate would arrive here.
+    assert_quiet(&mut rx, Duration::from_millis(500)).await;
+
+    for group in ["a", "b"] {
+        let dups: Vec<_> = seen[group].iter().filter(|(_, n)| **n != 1).collect();
+        assert!(dups.is_empty(), "group {group} got duplicates: {dups:?}");
+        for i in 0..BROADCASTS {
+            assert!(
+                seen[group].contains_key(&i.to_string()),
+                "group {group} missed {i}"
+            );
+        }
+    }
+    for member in ["a1", "a2", "b1", "b2"] {
+        assert!(
+            per_member.get(member).copied().unwrap_or(0) >= 1,
+            "member {member} got nothing: {per_member:?}"
+        );
+    }
+    let refs: Vec<&DisqueClient> = members.iter().chain([&producer]).collect();
+    shutdown_all(&refs).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_broadcast_arrives_no_earlier_than_its_delay() {
+    init_tracing();
+    let broker = TestBroker::start().await;
+    let topic = broker.unique_topic("bc-delay");
+    let client = client_with(&broker, BroadcastConfig::new()).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    add_member(
+        &client,
+        &topic,
+        "g",
+        "m",
+        ConsumeOptions::new(),
+        Duration::ZERO,
+        tx,
+    )
+    .await;
+
+    let delay = Duration::from_secs(2);
+    let pushed_at = Instant::now();
+    let receipt = client
+        .push_broadcast_delay(&topic, "later".into(), delay)
+        .await
+        .expect("delayed broadcast stored");
+    assert_eq!(receipt.group_count(), 1);
+    let d = next(&mut rx).await;
+    let elapsed = pushed_at.elapsed();
+    assert_eq!(d.body, "later");
+    assert!(
+        elapsed >= delay,
+        "delivered after {elapsed:?}, before the delay"
+    );
+    assert!(
+        elapsed < delay + Duration::from_secs(10),
+        "delivered only after {elapsed:?}"
+    );
+    shutdown_all(&[&client]).await;
+}
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Note {
+    n: u32,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_groups_registered_before_a_broadcast_receive_it() {
+    init_tracing();
+    let broker = TestBroker::start().await;
+    let topic = broker.unique_topic("bc-join");
+    // Members on their own clients; the producer reads the registry for
+    // every broadcast.
+    let producer = client_with(
+        &broker,
+        BroadcastConfig::new().with_discovery_interval(Duration::ZERO),
+    )
+    .await;
+    let early_client = client_with(&broker, BroadcastConfig::new()).await;
+    let late_client = client_with(&broker, BroadcastConfig::new()).await;
+
+    let (early_tx, mut early_rx) = mpsc::unbounded_channel();
+    let (late_tx, mut late_rx) = mpsc::unbounded_channel();
+    let json_member = |tx: mpsc::UnboundedSender<Note>| {
+        move |note: Note| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(note);
+                Ok::<(), std::convert::Infallible>(())
+            }
+        }
+    };
+
+    // Nobody subscribed yet: nothing stored, not an error.
+    let receipt = producer
+        .push_broadcast_json(&topic, &Note { n: 0 })
+        .await
+        .unwrap();
+    assert!(receipt.is_empty());
+
+    early_client
+        .add_broadcast_json_listener(&topic, "early", json_member(early_tx))
+        .await
+        .unwrap();
+    let first = producer
+        .push_broadcast_json(&topic, &Note { n: 1 })
+        .await
+        .unwrap();
+    assert_eq!(first.groups().collect::<Vec<_>>(), ["early"]);
+
+    late_client
+        .add_broadcast_json_listener(&topic, "late", json_member(late_tx))
+        .await
+        .unwrap();
+    let second = producer
+        .push_broadcast_json(&topic, &Note { n: 2 })
+        .await
+        .unwrap();
+    assert_eq!(second.groups().collect::<Vec<_>>(), ["early", "late"]);
+
+    let mut early = vec![
+        recv_note(&mut early_rx).await,
+        recv_note(&mut early_rx).await,
+    ];
+    early.sort_by_key(|n| n.n);
+    assert_eq!(early, [Note { n: 1 }, Note { n: 2 }]);
+    assert_eq!(recv_note(&mut late_rx).await, Note { n: 2 });
+    // The first broadcast was never stored for "late": its queue is empty.
+    let late_queue = group_queue(&topic, "late").unwrap();
+    assert_eq!(
+        late_client.backend().queue_len(&late_queue).await.unwrap(),
+        0
+    );
+    assert!(late_rx.try_recv().is_err());
+
+    shutdown_all(&[&producer, &early_client, &late_client]).await;
+}
+
+async fn recv_note(rx: &mut mpsc::UnboundedReceiver<Note>) -> Note {
+    tokio::time::timeout(PATIENCE, rx.recv())
+        .await
+        .expect("a note within the patience")
+        .expect("channel open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_cache_and_own_members() {
+    init_tracing();
+    let broker = TestBroker::start().await;
+    let topic = broker.unique_topic("bc-cache");
+    let long = BroadcastConfig::new().with_discovery_interval(Duration::from_secs(3600));
+    let client = client_with(&broker, long.clone()).await;
+    let other = client_with(&broker, long).await;
+
+    // Both cache the empty group list.
+    assert!(client
+        .push_broadcast(&topic, "x".into())
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(other
+        .push_broadcast(&topic, "x".into())
+        .await
+        .unwrap()
+        .is_empty());
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    add_member(
+        &client,
+        &topic,
+        "g",
+        "m",
+        ConsumeOptions::new(),
+        Duration::ZERO,
+        tx,
+    )
+    .await;
+    // The client that added the member sees it at once ...
+    let receipt = client.push_broadcast(&topic, "own".into()).await.unwrap();
+    assert_eq!(receipt.groups().collect::<Vec<_>>(), ["g"]);
+    assert_eq!(next(&mut rx).await.body, "own");
+    // ... another client only once its cache is refreshed.
+    assert!(other
+        .push_broadcast(&topic, "x".into())
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(other.broadcast_groups(&topic).await.unwrap(), ["g"]);
+    let receipt = other.push_broadcast(&topic, "other".into()).await.unwrap();
+    assert_eq!(receipt.group_count(), 1);
+    assert_eq!(next(&mut rx).await.body, "other");
+
+    shutdown_all(&[&client, &other]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn group_without_members_is_dropped_after_the_retention() {
+    init_tracing();
+    let broker = TestBroker::start().await;
+    let topic = broker.unique_topic("bc-retention");
+    let retention = Duration::from_secs(2);
+    let config = BroadcastConfig::new()
+        .with_retention(retention)
+        .with_discovery_interval(Duration::ZERO);
+    let producer = client_with(&broker, config.clone()).await;
+    let gone_client = client_with(&broker, config.clone()).await;
+    let stay_client = client_with(&broker, config).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let gone = add_member(
+        &gone_client,
+        &topic,
+        "gone",
+        "g1",
+        ConsumeOptions::new(),
+        Duration::ZERO,
+        tx.clone(),
+    )
+    .await;
+    add_member(
+        &stay_client,
+        &topic,
+        "stay",
+        "s1",
+        ConsumeOptions::new(),
+        Duration::ZERO,
+        tx,
+    )
+    .await;
+    assert_eq!(
+        producer.broadcast_groups(&topic).await.unwrap(),
+        ["gone", "stay"]
+    );
+
+    let stopped_at = Instant::now();
+    gone.stop(Duration::from_secs(1)).await;
+    assert!(gone.is_finished());
+
+    // Still in fan-out right after its last member stopped: the copy waits.
+    let receipt = producer
+        .push_broadcast(&topic, "while-down".into())
+        .await
+        .unwrap();
+    assert_eq!(receipt.groups().collect::<Vec<_>>(), ["gone", "stay"]);
+    let gone_queue = group_queue(&topic, "gone").unwrap();
+    assert_eq!(producer.backend().queue_len(&gone_queue).await.unwrap(), 1);
+    assert_eq!(next(&mut rx).await.body, "while-down");
+
+    // Dropped from fan-out once its last announcement expired.
+    let dropped = eventually(Duration::from_secs(15), || {
+        let producer = producer.clone();
+        let topic = topic.clone();
+        async move { producer.broadcast_groups(&topic).await.unwrap() == ["stay"] }
+    })
+    .await;
+    let elapsed = stopped_at.elapsed();
+    assert!(
+        dropped,
+        "group still announced {elapsed:?} after its members stopped"
+    );
+    // Its last announcement was at most one announce interval old.
+    let lower = retention - config_announce(retention) - Duration::from_millis(100);
+    assert!(elapsed >= lower, "dropped after only {elapsed:?}");
+    // The waiting copy is dropped after the retention too.
+    assert!(
+        eventually(Duration::from_secs(15), || {
+            let producer = producer.clone();
+            let q = gone_queue.clone();
+            async move { producer.backend().queue_len(&q).await.unwrap() == 0 }
+        })
+        .await,
+        "copy for the stopped group was not dropped"
+    );
+
+    // The live group keeps refreshing past several retentions.
+    tokio::time::sleep(retention + Duration::from_millis(500)).await;
+    let receipt = producer
+        .push_broadcast(&topic, "after".into())
+        .await
+        .unwrap();
+    assert_eq!(receipt.groups().collect::<Vec<_>>(), ["stay"]);
+    assert_eq!(next(&mut rx).await.body, "after");
+    // Each refresh replaced the previous announcement: the registry stays
+    // small (one live announcement per member, plus at most one in flight).
+    let registry = Topic::internal("bcg", &[topic.as_str()]).unwrap();
+    let announcements = producer.backend().peek(&registry, 100).await.unwrap();
+    assert!(
+        announcements.len() <= 2,
+        "registry holds {} announcements",
+        announcements.len()
+    );
+
+    shutdown_all(&[&producer, &gone_client, &stay_client]).await;
+}
+
+fn config_announce(retention: Duration) -> Duration {
+    BroadcastConfig::new()
+        .with_retention(retention)
+        .effective_announce_interval()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_rejected_with_clear_errors() {
+    init_tracing();
+    let broker = TestBroker::start().await;
+    let topic = broker.unique_topic("bc-bad");
+    let backend = DisqueBackend::connect(broker.config()).await.unwrap();
+    let client = DisqueClient::new(backend, ClientConfig::default().with_max_payload_bytes(16));
+    client
+        .set_broadcast_config(BroadcastConfig::new().with_discovery_interval(Duration::ZERO))
+        .unwrap();
+    let noop = || {
+        Arc::new(handler_fn(|_job: Job| async {
+            Ok::<(), std::convert::Infallible>(())
+        }))
+    };
+
+    for bad_topic in ["", "has space", "a|b", "__ezmq|bc|x", "é"] {
+        let err = client
+            .push_broadcast(bad_topic, "x".into())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidTopic { .. }),
+            "{bad_topic:?}: {err}"
+        );
+        let err = client
+            .add_broadcast_listener(bad_topic, "g", noop())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidTopic { .. }),
+            "{bad_topic:?}: {err}"
+        );
+    }
+    for bad_group in ["", "has space", "a|b", "__ezmq", "x".repeat(201).as_str()] {
+        let err = client
+            .add_broadcast_listener(&topic, bad_group, noop())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::InvalidOption {
+                    option: "group",
+                    ..
+                }
+            ),
+            "{bad_group:?}: {err}"
+        );
+        assert!(err.to_string().contains("group"), "{err}");
+    }
+    // Invalid listener options: nothing announced.
+    let err = client
+        .add_broadcast_listener_with(
+            &topic,
+            "g",
+            noop(),
+            ConsumeOptions::new().with_concurrency(0),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidOption {
+                option: "concurrency",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(client.broadcast_groups(&topic).await.unwrap().is_empty());
+
+    // Oversized body: rejected before anything is stored.
+    client
+        .add_broadcast_listener(&topic, "g", noop())
+        .await
+        .unwrap();
+    let err = client
+        .push_broadcast(&topic, vec![b'x'; 17].into())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::PayloadTooLarge { size: 17, max: 16 }),
+        "{err}"
+    );
+    assert!(client
+        .push_broadcast(&topic, vec![b'x'; 16].into())
+        .await
+        .is_ok());
+
+    // Bad settings.
+    let err = client
+        .set_broadcast_config(BroadcastConfig::new().with_retention(Duration::ZERO))
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidOption {
+                option: "retention",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = client
+        .push_broadcast_delay(&topic, "x".into(), Duration::ZERO)
+        .await;
+    assert!(err.is_ok(), "a zero delay is fine: {err:?}");
+
+    client.shutdown(Duration::from_secs(1)).await.unwrap();
+    let err = client.push_broadcast(&topic, "x".into()).await.unwrap_err();
+    assert!(matches!(err, Error::Shutdown), "{err}");
+}
