@@ -1,0 +1,230 @@
+//! The worker side: a consume-listener [`Handler`] that decodes requests,
+//! runs the user's handler and pushes the reply to the caller's queue.
+
+use std::any::Any;
+use std::fmt;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use ezmq_core::{Backend, BoxError, Handler, Job, Permanent, PushOptions};
+use futures::future::BoxFuture;
+use futures::FutureExt as _;
+use tracing::{debug, trace, warn, Instrument as _};
+
+use crate::envelope::{self, Outcome, RequestEnvelope};
+use crate::message::{from_unix_ms, Request};
+use crate::options::ceil_secs;
+
+/// A type-erased reply handler: request in, body or error out.
+pub(crate) type ReplyFn =
+    Arc<dyn Fn(Request) -> BoxFuture<'static, Result<Bytes, BoxError>> + Send + Sync>;
+
+/// The listener handler behind `add_reply_listener`.
+///
+/// It holds the backend, not the client, so a listener never keeps its
+/// client alive.
+pub(crate) struct ReplyHandler<B: Backend> {
+    backend: Arc<B>,
+    max_payload: usize,
+    f: ReplyFn,
+}
+
+impl<B: Backend> fmt::Debug for ReplyHandler<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplyHandler")
+            .field("backend", &self.backend)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> ReplyHandler<B> {
+    pub(crate) fn new(backend: Arc<B>, max_payload: usize, f: ReplyFn) -> Self {
+        ReplyHandler {
+            backend,
+            max_payload,
+            f,
+        }
+    }
+
+    async fn serve(&self, job: Job, env: RequestEnvelope) {
+        let deadline = from_unix_ms(env.deadline_ms);
+        if SystemTime::now() >= deadline {
+            debug!("request expired before a worker took it; dropped");
+            return;
+        }
+        let request = Request {
+            correlation_id: env.id,
+            topic: job.topic().clone(),
+            deadline,
+            attempt: job.attempt(),
+            body: env.body,
+        };
+        let outcome = run(&self.f, request).await;
+        let remaining = deadline
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
+        if remaining.is_zero() {
+            debug!("request expired while it was handled; reply dropped");
+            return;
+        }
+        if let Outcome::Err(message) = &outcome {
+            debug!(error = %message, "handler failed; sending the error");
+        }
+        let msg = match self.encode(env.id, &outcome) {
+            Ok(msg) => msg,
+            Err(err) => {
+                warn!(cause = %err, "could not encode the reply; dropped");
+                return;
+            }
+        };
+        // At most once: a reply is only useful before the deadline, and a
+        // duplicate would be dropped by the caller anyway.
+        let push =
+            PushOptions::at_most_once().with_ttl(Duration::from_secs(ceil_secs(remaining).max(1)));
+        match self.backend.add(&env.reply_to, msg, &push).await {
+            Ok(_) => trace!("reply sent"),
+            // The caller will time out; retrying the request would repeat
+            // its side effects.
+            Err(err) => {
+                warn!(cause = %err, reply_queue = %env.reply_to, "could not send the reply")
+            }
+        }
+    }
+
+    /// Encodes the reply; a body over the client's payload limit becomes an
+    /// error reply instead.
+    fn encode(&self, id: uuid::Uuid, outcome: &Outcome) -> Result<Bytes, serde_json::Error> {
+        let msg = envelope::encode_reply(id, outcome)?;
+        if msg.len() <= self.max_payload {
+            return Ok(msg);
+        }
+        let message = format!(
+            "reply of {} bytes exceeds the limit of {} bytes",
+            msg.len(),
+            self.max_payload
+        );
+        warn!(%message, "reply too large");
+        envelope::encode_reply(id, &Outcome::Err(message))
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Handler for ReplyHandler<B> {
+    async fn handle(&self, job: Job) -> Result<(), BoxError> {
+        let env = match envelope::decode_request(job.body()) {
+            Ok(env) => env,
+            Err(err) => {
+                // Nobody to answer: straight to the dead-letter topic.
+                warn!(topic = %job.topic(), job_id = %job.id(), cause = %err, "malformed request");
+                return Err(Box::new(Permanent::new(err)));
+            }
+        };
+        let span = tracing::debug_span!(
+            "reply",
+            topic = %job.topic(),
+            correlation_id = %env.id,
+        );
+        self.serve(job, env).instrument(span).await;
+        // Always acknowledged: the outcome went back to the caller (or the
+        // deadline passed); a listener retry would repeat side effects.
+        Ok(())
+    }
+}
+
+/// Runs the handler; an error or a panic becomes an error message.
+async fn run(f: &ReplyFn, request: Request) -> Outcome {
+    let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| f(request))) {
+        Ok(fut) => fut,
+        Err(panic) => return Outcome::Err(panic_message(panic.as_ref())),
+    };
+    match AssertUnwindSafe(fut).catch_unwind().await {
+        Ok(Ok(body)) => Outcome::Ok(body),
+        Ok(Err(err)) => Outcome::Err(error_chain(err.as_ref())),
+        Err(panic) => Outcome::Err(panic_message(panic.as_ref())),
+    }
+}
+
+/// `error: cause: cause...`
+pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        // Many errors already print their cause; do not repeat it.
+        if !message.ends_with(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    let detail = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("non-string panic payload");
+    warn!(panic = %detail, "reply handler panicked");
+    format!("reply handler panicked: {detail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn errors_and_panics_become_messages() {
+        let req = || Request {
+            correlation_id: uuid::Uuid::new_v4(),
+            topic: ezmq_core::Topic::new("t").unwrap(),
+            deadline: SystemTime::now() + Duration::from_secs(5),
+            attempt: 1,
+            body: Bytes::from_static(b"in"),
+        };
+        let ok: ReplyFn = Arc::new(|r: Request| async move { Ok(r.into_body()) }.boxed());
+        assert_eq!(
+            run(&ok, req()).await,
+            Outcome::Ok(Bytes::from_static(b"in"))
+        );
+
+        let failing: ReplyFn =
+            Arc::new(|_| async { Err::<Bytes, BoxError>("no stock".into()) }.boxed());
+        assert_eq!(run(&failing, req()).await, Outcome::Err("no stock".into()));
+
+        let panics_in_future: ReplyFn = Arc::new(|_| {
+            async {
+                panic!("kaboom");
+            }
+            .boxed()
+        });
+        assert_eq!(
+            run(&panics_in_future, req()).await,
+            Outcome::Err("reply handler panicked: kaboom".into())
+        );
+
+        let panics_at_call: ReplyFn = Arc::new(|r: Request| panic!("bad {}", r.attempt()));
+        assert_eq!(
+            run(&panics_at_call, req()).await,
+            Outcome::Err("reply handler panicked: bad 1".into())
+        );
+    }
+
+    #[test]
+    fn error_chain_lists_causes_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        let e = Outer(std::io::Error::other("inner"));
+        assert_eq!(error_chain(&e), "outer: inner");
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer: {0}")]
+        struct Verbose(#[source] std::io::Error);
+        let e = Verbose(std::io::Error::other("inner"));
+        assert_eq!(error_chain(&e), "outer: inner");
+    }
+}
