@@ -71,7 +71,9 @@ pub struct ConsumeOptions {
     /// A handler still running after this long makes the listener tell the
     /// broker it is alive (Disque `WORKING`), and again at half the job's
     /// retry window, so the job is not redelivered while it runs.
-    /// Default 1 s.
+    /// Default 500 ms: below the shortest retry window a broker accepts
+    /// (Disque: 1 s, minus its random 250 ms), so no job is redelivered
+    /// while its handler runs, whatever retry it was pushed with.
     pub heartbeat_after: Duration,
     /// Longest single blocking fetch; bounds how fast a shutdown stops
     /// fetching. Default 1 s.
@@ -85,7 +87,7 @@ impl Default for ConsumeOptions {
             max_attempts: 5,
             backoff: Backoff::default(),
             dead_letter: DeadLetter::Default,
-            heartbeat_after: Duration::from_secs(1),
+            heartbeat_after: Duration::from_millis(500),
             fetch_wait: Duration::from_secs(1),
         }
     }

@@ -1,0 +1,95 @@
+//! # ezmq-crontab
+//!
+//! Distributed cron for ezmq: any number of clients, in any number of
+//! processes, register the same named crontab; every tick runs once across
+//! all of them. Coordination goes through the broker only (the backend's
+//! [`ExclusiveClaim`](ezmq_core::ExclusiveClaim)): no leader, no
+//! membership, nothing to configure.
+//!
+//! ```no_run
+//! # async fn demo() -> ezmq_core::Result<()> {
+//! use std::time::Duration;
+//! use chrono::{DateTime, Utc};
+//! use ezmq_crontab::{CrontabExt, CrontabOptions, MissedTicks};
+//! use ezmq_disque::{DisqueConfig, MqClient};
+//!
+//! let client = ezmq_disque::connect(DisqueConfig::default()).await?;
+//! client
+//!     .add_crontab("report", "0/10 * * * * *", |tick: DateTime<Utc>| async move {
+//!         println!("report for {tick}");
+//!         Ok::<(), std::io::Error>(())
+//!     })
+//!     .await?;
+//! client
+//!     .add_crontab_with(
+//!         "nightly",
+//!         "30 2 * * *",
+//!         CrontabOptions::default()
+//!             .with_timezone(chrono_tz::Europe::Paris)
+//!             .with_missed_ticks(MissedTicks::RunOnce),
+//!         |tick: DateTime<Utc>| async move { Ok::<(), std::io::Error>(()) },
+//!     )
+//!     .await?;
+//! for info in client.crontabs() {
+//!     println!("{} `{}` next at {:?}", info.name, info.spec, info.next_tick);
+//! }
+//! client.remove_crontab("report").await;
+//! client.shutdown(Duration::from_secs(10)).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! ## How it works
+//!
+//! Each participant computes the ticks from the expression. At each tick
+//! it calls `try_claim("__ezmq|cron|<name>|<tick unix secs>", hold)`;
+//! exactly one caller wins while the claim is held and runs the handler.
+//!
+//! - `hold` = two periods (the time to the following tick), at least
+//!   [`MIN_HOLD`] (60 s), at most [`MAX_HOLD`] (8 days). Clock skew between
+//!   hosts below `hold` minus the claim window (so at least 30 s) cannot
+//!   produce a duplicate: a participant whose clock is late still finds the
+//!   claim held.
+//! - The claim window: a participant claims a tick until half a period
+//!   after it (at least 1 s, at most [`MAX_CLAIM_WINDOW`], 30 s), retrying
+//!   failed claim calls within that window. A participant that wakes up
+//!   later than that, or whose claim calls keep failing (broker down),
+//!   logs and skips the tick.
+//!
+//! ## Guarantees
+//!
+//! - **No failures:** each tick runs exactly once, on one participant.
+//! - **A participant dies or shuts down:** graceful shutdown loses nothing
+//!   (a claim call in progress completes and a won tick still runs; the
+//!   shutdown waits for runs in progress). A participant that dies after
+//!   winning a claim cuts that tick's run short and nobody repeats it (the
+//!   others see it claimed): at most one missed tick, the one in progress.
+//! - **A broker node dies:** a claim lives on one node. If that node dies
+//!   or becomes unreachable during a tick's claim window, participants that
+//!   claim after that may win again elsewhere: at most one duplicate, for
+//!   the tick whose window straddles the failure. A claim call that fails
+//!   or times out after the broker executed it makes that tick missed
+//!   (retries find it claimed): at most one missed tick per failure.
+//! - **Nobody running:** ticks are not run later, except the most recent
+//!   one with [`MissedTicks::RunOnce`].
+//! - **Slow handlers:** within one client a tick is skipped while the
+//!   previous run of the same crontab is still running (unless
+//!   [`CrontabOptions::allow_overlap`]); the busy client does not even
+//!   claim it, so an idle participant can run it. Across processes, runs of
+//!   consecutive ticks can therefore overlap.
+//!
+//! Every task is spawned with `Client::spawn` and stops with the client's
+//! shutdown token; shutdown lets handlers in progress finish (within the
+//! shutdown grace period).
+
+mod ext;
+mod options;
+mod registry;
+mod scheduler;
+mod spec;
+mod timing;
+
+pub use chrono_tz::Tz;
+pub use ext::CrontabExt;
+pub use options::{CrontabOptions, MissedTicks};
+pub use registry::CrontabInfo;
+pub use timing::{MAX_CLAIM_WINDOW, MAX_HOLD, MIN_HOLD};

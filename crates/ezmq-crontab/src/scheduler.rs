@@ -1,0 +1,297 @@
+//! The task behind one crontab in one client: wait for each tick, claim it
+//! through the backend, run the handler when the claim is won.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use ezmq_core::{BoxError, Error, ExclusiveClaim, Topic};
+use tokio::task::{Id, JoinError, JoinSet};
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tracing::{debug, error, info, info_span, warn, Instrument, Span};
+
+use crate::options::{CrontabOptions, MissedTicks};
+use crate::spec::CronSpec;
+use crate::timing::{claim_hold, claim_window, MIN_HOLD};
+
+/// The `kind` of the internal claim topics: `__ezmq|cron|<name>|<unix secs>`.
+pub(crate) const CLAIM_KIND: &str = "cron";
+
+/// A claim call gets at least this long, even when the claim window is
+/// shorter: abandoning a call that the broker may have executed loses the
+/// tick for every participant.
+const MIN_CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Longest sleep before re-reading the wall clock (follows clock changes).
+const MAX_NAP: Duration = Duration::from_secs(60);
+
+/// A type-erased tick handler.
+pub(crate) type BoxHandler = Arc<
+    dyn Fn(DateTime<Utc>) -> Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// The claim key of `tick` of crontab `name`.
+pub(crate) fn claim_key(name: &str, tick: DateTime<Utc>) -> ezmq_core::Result<Topic> {
+    Topic::internal(CLAIM_KIND, &[name, &tick.timestamp().to_string()])
+}
+
+/// One crontab's schedule in one client.
+pub(crate) struct Scheduler<B> {
+    pub(crate) backend: Arc<B>,
+    pub(crate) name: Arc<str>,
+    pub(crate) spec: Arc<CronSpec>,
+    pub(crate) options: CrontabOptions,
+    pub(crate) handler: BoxHandler,
+    pub(crate) cancel: CancellationToken,
+    /// Cancels the registry's `stopped` token when dropped: once no run can
+    /// start any more (also when the task is dropped unpolled).
+    pub(crate) stopped: Option<DropGuard>,
+}
+
+enum Claim {
+    Won,
+    Lost,
+    Failed(Error),
+    Cancelled,
+}
+
+impl<B: ExclusiveClaim> Scheduler<B> {
+    /// Runs the schedule until cancelled, then waits for the runs in
+    /// progress.
+    pub(crate) async fn run(mut self) {
+        let mut runs = Runs::new(Arc::clone(&self.name));
+        self.schedule(&mut runs).await;
+        drop(self.stopped.take());
+        if runs.is_busy() {
+            info!(cron = %self.name, "schedule stopped; waiting for the run in progress");
+        }
+        runs.drain().await;
+        debug!(cron = %self.name, "schedule stopped");
+    }
+
+    async fn schedule(&self, runs: &mut Runs) {
+        if self.options.missed_ticks == MissedTicks::RunOnce && !self.catch_up(runs).await {
+            return;
+        }
+        let Some(mut tick) = self.spec.next_after(Utc::now()) else {
+            info!(cron = %self.name, "the schedule has no upcoming tick");
+            return;
+        };
+        loop {
+            if !self.wait_until(tick, runs).await {
+                return;
+            }
+            let period = self.spec.gap_after(tick).unwrap_or(MIN_HOLD);
+            let window = claim_window(period);
+            let deadline = tick + to_chrono(window);
+            let span = info_span!("cron_tick", cron = %self.name, tick = %tick);
+            let now = Utc::now();
+            if now > deadline {
+                // Asleep (suspended, starved) past the claim window: the
+                // tick is left to the other participants.
+                let resume = self.spec.next_after(now - to_chrono(window));
+                warn!(parent: &span, cron = %self.name, %tick, late_ms = (now - tick).num_milliseconds(), next = ?resume,
+                    "woke up after the claim window; skipping the tick here");
+                match resume {
+                    Some(next) => tick = next,
+                    None => return,
+                }
+                continue;
+            }
+            runs.reap_ready();
+            if !self.options.allow_overlap && runs.is_busy() {
+                warn!(parent: &span, cron = %self.name, %tick, "the previous run is still in progress; skipping the tick here (allow_overlap is off)");
+            } else {
+                match self
+                    .claim(tick, claim_hold(period), deadline)
+                    .instrument(span.clone())
+                    .await
+                {
+                    Claim::Won => runs.start(tick, &self.handler, span),
+                    Claim::Lost => debug!(parent: &span, "another participant claimed the tick"),
+                    Claim::Failed(e) => {
+                        warn!(parent: &span, cron = %self.name, %tick, cause = %e, "could not claim the tick; skipping it");
+                    }
+                    Claim::Cancelled => return,
+                }
+            }
+            match self.spec.next_after(tick) {
+                Some(next) => tick = next,
+                None => {
+                    info!(cron = %self.name, "the schedule has no more ticks");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// [`MissedTicks::RunOnce`]: claims the most recent past tick and runs
+    /// it when won. Returns `false` when cancelled.
+    async fn catch_up(&self, runs: &mut Runs) -> bool {
+        let now = Utc::now();
+        let Some(last) = self.spec.last_at_or_before(now) else {
+            return true;
+        };
+        let period = self.spec.gap_after(last).unwrap_or(MIN_HOLD);
+        let hold = claim_hold(period);
+        let span = info_span!("cron_tick", cron = %self.name, tick = %last);
+        let age = (now - last).to_std().unwrap_or_default();
+        if age > hold / 2 {
+            warn!(parent: &span, cron = %self.name, tick = %last, ?age, ?hold,
+                "the most recent tick is too old to tell whether it ran; not catching up");
+            return true;
+        }
+        let deadline = now + to_chrono(claim_window(period));
+        match self
+            .claim(last, hold, deadline)
+            .instrument(span.clone())
+            .await
+        {
+            Claim::Won => {
+                info!(parent: &span, "catching up the most recent tick");
+                runs.start(last, &self.handler, span);
+            }
+            Claim::Lost => debug!(parent: &span, "the most recent tick was already claimed"),
+            Claim::Failed(e) => {
+                warn!(parent: &span, cron = %self.name, tick = %last, cause = %e, "could not claim the most recent tick; not catching up");
+            }
+            Claim::Cancelled => return false,
+        }
+        true
+    }
+
+    /// Sleeps until the wall clock reaches `tick`, reaping finished runs.
+    /// Returns `false` when cancelled.
+    async fn wait_until(&self, tick: DateTime<Utc>, runs: &mut Runs) -> bool {
+        loop {
+            if self.cancel.is_cancelled() {
+                return false;
+            }
+            let now = Utc::now();
+            if now >= tick {
+                return true;
+            }
+            let nap = (tick - now).to_std().unwrap_or_default().min(MAX_NAP);
+            tokio::select! {
+                _ = self.cancel.cancelled() => return false,
+                Some(result) = runs.set.join_next_with_id(), if runs.is_busy() => runs.finished(result),
+                _ = tokio::time::sleep(nap) => {}
+            }
+        }
+    }
+
+    /// Tries to claim `tick`, retrying failed calls until `deadline`. A call
+    /// in progress is never abandoned because of cancellation.
+    async fn claim(&self, tick: DateTime<Utc>, hold: Duration, deadline: DateTime<Utc>) -> Claim {
+        let key = match claim_key(&self.name, tick) {
+            Ok(key) => key,
+            Err(e) => return Claim::Failed(e),
+        };
+        let mut backoff = Duration::from_millis(50);
+        let mut attempt = 1u32;
+        loop {
+            let remaining = (deadline - Utc::now()).to_std().unwrap_or_default();
+            let limit = remaining.max(MIN_CALL_TIMEOUT);
+            let err = match tokio::time::timeout(limit, self.backend.try_claim(&key, hold)).await {
+                Ok(Ok(true)) => return Claim::Won,
+                Ok(Ok(false)) => return Claim::Lost,
+                Ok(Err(e)) => e,
+                Err(_) => Error::Timeout(limit),
+            };
+            let next_try = Utc::now() + to_chrono(backoff);
+            if !err.is_retryable() || next_try >= deadline {
+                return Claim::Failed(err);
+            }
+            debug!(attempt, cause = %err, "claim failed; retrying");
+            tokio::select! {
+                _ = self.cancel.cancelled() => return Claim::Cancelled,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+            attempt += 1;
+        }
+    }
+}
+
+/// The handler runs of one crontab. They are owned by the scheduler task
+/// (itself spawned with `Client::spawn`), which waits for them before it
+/// ends, so client shutdown waits for them too.
+struct Runs {
+    /// The crontab's name, for log events.
+    name: Arc<str>,
+    set: JoinSet<()>,
+    /// Span and tick of each run, for logging its panic.
+    runs: HashMap<Id, (Span, DateTime<Utc>)>,
+}
+
+impl Runs {
+    fn new(name: Arc<str>) -> Self {
+        Runs {
+            name,
+            set: JoinSet::new(),
+            runs: HashMap::new(),
+        }
+    }
+
+    fn is_busy(&self) -> bool {
+        !self.set.is_empty()
+    }
+
+    fn start(&mut self, tick: DateTime<Utc>, handler: &BoxHandler, span: Span) {
+        let handler = Arc::clone(handler);
+        let name = Arc::clone(&self.name);
+        let run = async move {
+            let started = Instant::now();
+            match handler(tick).await {
+                Ok(()) => debug!(elapsed = ?started.elapsed(), "tick handled"),
+                Err(e) => error!(cron = %name, %tick, elapsed = ?started.elapsed(), cause = %e,
+                    "tick handler failed"),
+            }
+        }
+        .instrument(span.clone());
+        let task = self.set.spawn(run);
+        self.runs.insert(task.id(), (span, tick));
+    }
+
+    fn reap_ready(&mut self) {
+        while let Some(result) = self.set.try_join_next_with_id() {
+            self.finished(result);
+        }
+    }
+
+    fn finished(&mut self, result: Result<(Id, ()), JoinError>) {
+        match result {
+            Ok((id, ())) => {
+                self.runs.remove(&id);
+            }
+            Err(e) => {
+                let Some((span, tick)) = self.runs.remove(&e.id()) else {
+                    error!(cron = %self.name, cause = %e, "tick handler task failed");
+                    return;
+                };
+                if e.is_panic() {
+                    error!(parent: &span, cron = %self.name, %tick, "tick handler panicked");
+                } else {
+                    warn!(parent: &span, cron = %self.name, %tick, "tick handler was cancelled");
+                }
+            }
+        }
+    }
+
+    async fn drain(&mut self) {
+        while let Some(result) = self.set.join_next_with_id().await {
+            self.finished(result);
+        }
+    }
+}
+
+/// Converts the short durations used here (claim windows, backoffs: at most
+/// a minute) for wall-clock arithmetic.
+fn to_chrono(d: Duration) -> chrono::Duration {
+    chrono::Duration::from_std(d).unwrap_or_else(|_| chrono::Duration::zero())
+}

@@ -1,0 +1,990 @@
+//! `DisqueBackend`: the [`Backend`] and [`ExclusiveClaim`] implementation.
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use ezmq_core::{Backend, Error, ExclusiveClaim, Job, JobId, PushOptions, Result, Topic};
+use redis::Value;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::DisqueConfig;
+use crate::error::DisqueError;
+use crate::node::{affinity_score, as_string, as_u64, parse_hello, Node, NodeInfo};
+
+/// In-flight deliveries remembered for routing `ACKJOB`/`NACK`/`WORKING`
+/// back to the node that delivered the job; cleared when it grows past this
+/// (routing then falls back to the job id's node prefix).
+const MAX_TRACKED_DELIVERIES: usize = 65_536;
+
+/// The Disque backend: a multi-node aware connection set.
+///
+/// * Non-blocking commands are pipelined over one
+///   `redis::aio::MultiplexedConnection` per node.
+/// * Blocking `GETJOB`s run on dedicated connections from a small per-node
+///   pool, one per concurrently running fetch.
+/// * The node table comes from `HELLO` and is refreshed in the background
+///   every [`DisqueConfig::refresh_interval`]; connection errors and
+///   `-LEAVING` fail over to the next node with backoff.
+/// * Topics are routed by rendezvous hashing over the node ids, so every
+///   client sends a topic's jobs and fetches to the same node.
+///
+/// Most code uses it through [`DisqueClient`](crate::DisqueClient)
+/// ([`connect`](crate::connect)).
+///
+/// ```no_run
+/// # async fn demo() -> ezmq_core::Result<()> {
+/// use ezmq_disque::{ClientConfig, DisqueBackend, DisqueConfig, DisqueClient};
+///
+/// let backend = DisqueBackend::connect(DisqueConfig::default()).await?;
+/// let client = DisqueClient::new(backend, ClientConfig::default());
+/// # let _ = client; Ok(()) }
+/// ```
+pub struct DisqueBackend {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    config: DisqueConfig,
+    /// Known nodes sorted by id.
+    nodes: RwLock<Vec<Arc<Node>>>,
+    /// Job id -> node that delivered it.
+    delivered: StdMutex<HashMap<JobId, Arc<Node>>>,
+    closed: AtomicBool,
+    cancel: CancellationToken,
+    refresher: StdMutex<Option<JoinHandle<()>>>,
+}
+
+impl fmt::Debug for DisqueBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DisqueBackend")
+            .field("seeds", &self.shared.config.seeds)
+            .field("nodes", &self.shared.node_list())
+            .field("closed", &self.shared.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Drop for DisqueBackend {
+    // Stops the node-table refresher when the backend is dropped unclosed.
+    fn drop(&mut self) {
+        self.shared.cancel.cancel();
+    }
+}
+
+impl DisqueBackend {
+    /// Connects to the first reachable seed, learns the cluster with
+    /// `HELLO` and starts the background node-table refresher.
+    ///
+    /// Fails with [`Error::Connect`] naming every seed when none answers,
+    /// and with [`Error::InvalidOption`] for a bad configuration.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> ezmq_core::Result<()> {
+    /// use ezmq_disque::{DisqueBackend, DisqueConfig};
+    ///
+    /// let backend = DisqueBackend::connect(
+    ///     DisqueConfig::default().with_seeds(["10.0.0.1:7711", "10.0.0.2:7711"]),
+    /// ).await?;
+    /// # let _ = backend; Ok(()) }
+    /// ```
+    pub async fn connect(config: DisqueConfig) -> Result<Self> {
+        config.validate()?;
+        let shared = Arc::new(Shared {
+            config,
+            nodes: RwLock::new(Vec::new()),
+            delivered: StdMutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            cancel: CancellationToken::new(),
+            refresher: StdMutex::new(None),
+        });
+        if let Err(last) = shared.refresh_from_seeds().await {
+            let addrs = shared.config.seeds.join(",");
+            tracing::warn!(%addrs, cause = %last, "no Disque seed reachable");
+            return Err(Error::Connect {
+                addrs,
+                source: Box::new(last),
+            });
+        }
+        tracing::info!(nodes = ?shared.node_list(), "connected to Disque");
+        let task = tokio::spawn(refresh_loop(Arc::clone(&shared)));
+        if let Ok(mut slot) = shared.refresher.lock() {
+            *slot = Some(task);
+        }
+        Ok(DisqueBackend { shared })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &DisqueConfig {
+        &self.shared.config
+    }
+
+    /// The known nodes as `(id, address, priority)`, sorted by id.
+    ///
+    /// ```no_run
+    /// # async fn demo(backend: ezmq_disque::DisqueBackend) {
+    /// for (id, addr, priority) in backend.nodes() {
+    ///     println!("{id} at {addr} (priority {priority})");
+    /// }
+    /// # }
+    /// ```
+    pub fn nodes(&self) -> Vec<(String, String, u32)> {
+        self.shared.node_list()
+    }
+
+    /// Refreshes the node table now (it is also refreshed every
+    /// [`DisqueConfig::refresh_interval`]).
+    pub async fn refresh_nodes(&self) -> Result<()> {
+        self.ensure_open()?;
+        self.shared.refresh().await.map_err(Into::into)
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        if self.shared.closed.load(Ordering::Acquire) {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The node a job came from, then the node its id names, then the rest
+    /// by priority.
+    fn route_job(&self, id: &JobId) -> Vec<Arc<Node>> {
+        let mut nodes = self.shared.by_priority();
+        let delivered = self
+            .shared
+            .delivered
+            .lock()
+            .ok()
+            .and_then(|map| map.get(id).cloned());
+        let prefix = id
+            .as_str()
+            .strip_prefix("D-")
+            .and_then(|rest| rest.get(..8));
+        if let Some(prefix) = prefix {
+            if let Some(pos) = nodes.iter().position(|n| n.info.id.starts_with(prefix)) {
+                let node = nodes.remove(pos);
+                nodes.insert(0, node);
+            }
+        }
+        if let Some(node) = delivered {
+            nodes.retain(|n| !Arc::ptr_eq(n, &node));
+            nodes.insert(0, node);
+        }
+        nodes
+    }
+
+    fn forget_delivery(&self, id: &JobId) {
+        if let Ok(mut map) = self.shared.delivered.lock() {
+            map.remove(id);
+        }
+    }
+
+    /// Runs a job command (`ACKJOB`, `NACK`, `WORKING`) routed by job.
+    async fn job_command(&self, name: &'static str, id: &JobId) -> Result<Value> {
+        self.ensure_open()?;
+        let timeout = self.shared.config.command_timeout;
+        let result = self
+            .shared
+            .run(self.route_job(id), |node| async move {
+                let mut cmd = redis::cmd(name);
+                cmd.arg(id.as_str());
+                node.query(name, &cmd, timeout).await
+            })
+            .await?;
+        Ok(result)
+    }
+}
+
+impl Shared {
+    fn node_list(&self) -> Vec<(String, String, u32)> {
+        self.snapshot()
+            .iter()
+            .map(|n| (n.info.id.clone(), n.info.addr.clone(), n.priority()))
+            .collect()
+    }
+
+    fn snapshot(&self) -> Vec<Arc<Node>> {
+        self.nodes.read().map(|n| n.clone()).unwrap_or_default()
+    }
+
+    fn node_count(&self) -> u32 {
+        u32::try_from(self.snapshot().len()).unwrap_or(u32::MAX)
+    }
+
+    /// Healthy first, then lower priority, then lower id.
+    fn by_priority(&self) -> Vec<Arc<Node>> {
+        let mut nodes = self.snapshot();
+        nodes.sort_by_key(|n| (n.is_suspect(), n.priority()));
+        nodes
+    }
+
+    /// The topic's rendezvous order: every client computes the same order
+    /// from the same node table, so producers and consumers of a topic meet
+    /// on one node; a node that fails or leaves moves only its own topics.
+    fn by_affinity(&self, topic: &Topic) -> Vec<Arc<Node>> {
+        let mut nodes = self.snapshot();
+        nodes.sort_by_key(|n| {
+            (
+                n.is_suspect(),
+                n.priority(),
+                Reverse(affinity_score(topic.as_str(), &n.info.id)),
+            )
+        });
+        nodes
+    }
+
+    /// Lowest id among healthy nodes first: the node every participant of
+    /// an exclusive claim agrees on.
+    fn by_lowest_id(&self) -> Vec<Arc<Node>> {
+        let mut nodes = self.snapshot();
+        nodes.sort_by_key(|n| n.is_suspect());
+        nodes
+    }
+
+    /// Runs `op` on the first candidate; on a connection error or
+    /// `-LEAVING` waits (backoff) and moves on to the next, up to
+    /// `max_attempts` in all (cycling when there are fewer nodes).
+    async fn run<T, F, Fut>(&self, candidates: Vec<Arc<Node>>, op: F) -> Result<T, DisqueError>
+    where
+        F: Fn(Arc<Node>) -> Fut,
+        Fut: Future<Output = Result<T, DisqueError>>,
+    {
+        if candidates.is_empty() {
+            return Err(DisqueError::NoNodes);
+        }
+        let attempts = self.config.max_attempts.max(1) as usize;
+        let mut attempt = 0;
+        loop {
+            let node = Arc::clone(&candidates[attempt % candidates.len()]);
+            match op(Arc::clone(&node)).await {
+                Ok(v) => return Ok(v),
+                Err(e) if e.is_failover() && attempt + 1 < attempts => {
+                    let wait = backoff(self.config.retry_backoff, attempt);
+                    let next = &candidates[(attempt + 1) % candidates.len()];
+                    tracing::warn!(
+                        node = %node.addr(),
+                        next = %next.addr(),
+                        cause = %e,
+                        ?wait,
+                        "Disque command failed, failing over"
+                    );
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = self.cancel.cancelled() => return Err(e),
+                    }
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// `HELLO` on `node`; returns the node table it reports.
+    async fn hello(&self, node: &Node) -> Result<Vec<NodeInfo>, DisqueError> {
+        let value = node
+            .query("HELLO", &redis::cmd("HELLO"), self.config.command_timeout)
+            .await?;
+        parse_hello(&value, node.addr())
+            .map(|(_, nodes)| nodes)
+            .ok_or_else(|| DisqueError::UnexpectedReply {
+                command: "HELLO",
+                addr: node.addr().to_owned(),
+                reply: abbreviate(&value),
+            })
+    }
+
+    fn temp_node(&self, addr: &str) -> Result<Node, DisqueError> {
+        Node::new(
+            NodeInfo {
+                id: String::new(),
+                addr: addr.to_owned(),
+                priority: 1,
+            },
+            self.config.password.as_deref(),
+            self.config.connect_timeout,
+            0,
+        )
+    }
+
+    /// Learns the node table from the first seed that answers `HELLO`.
+    async fn refresh_from_seeds(&self) -> Result<(), DisqueError> {
+        let mut last = DisqueError::NoNodes;
+        for seed in &self.config.seeds {
+            let node = match self.temp_node(seed) {
+                Ok(node) => node,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
+            };
+            match self.hello(&node).await {
+                Ok(infos) => {
+                    self.install(infos)?;
+                    return Ok(());
+                }
+                Err(e) => {
+                    tracing::debug!(seed = %seed, cause = %e, "Disque seed not usable");
+                    last = e;
+                }
+            }
+        }
+        Err(last)
+    }
+
+    /// Refreshes the node table from the known nodes, then the seeds.
+    async fn refresh(&self) -> Result<(), DisqueError> {
+        for node in self.by_priority() {
+            if let Ok(infos) = self.hello(&node).await {
+                return self.install(infos);
+            }
+        }
+        self.refresh_from_seeds().await
+    }
+
+    /// Replaces the node table, keeping the connections of nodes whose id
+    /// and address are unchanged.
+    fn install(&self, mut infos: Vec<NodeInfo>) -> Result<(), DisqueError> {
+        infos.sort_by(|a, b| a.id.cmp(&b.id));
+        infos.dedup_by(|a, b| a.id == b.id);
+        let old = self.snapshot();
+        let mut nodes = Vec::with_capacity(infos.len());
+        for info in infos {
+            let kept = old
+                .iter()
+                .find(|n| n.info.id == info.id && n.info.addr == info.addr);
+            match kept {
+                Some(node) => {
+                    node.set_priority(info.priority);
+                    nodes.push(Arc::clone(node));
+                }
+                None => {
+                    tracing::info!(id = %info.id, addr = %info.addr, "Disque node discovered");
+                    nodes.push(Arc::new(Node::new(
+                        info,
+                        self.config.password.as_deref(),
+                        self.config.connect_timeout,
+                        self.config.getjob_pool_size,
+                    )?));
+                }
+            }
+        }
+        for gone in old
+            .iter()
+            .filter(|o| !nodes.iter().any(|n| Arc::ptr_eq(n, o)))
+        {
+            tracing::info!(id = %gone.info.id, addr = %gone.addr(), "Disque node left the table");
+        }
+        if nodes.is_empty() {
+            return Err(DisqueError::NoNodes);
+        }
+        if let Ok(mut table) = self.nodes.write() {
+            *table = nodes;
+        }
+        Ok(())
+    }
+
+    fn remember_delivery(&self, id: &JobId, node: &Arc<Node>) {
+        if let Ok(mut map) = self.delivered.lock() {
+            if map.len() >= MAX_TRACKED_DELIVERIES {
+                map.clear();
+            }
+            map.insert(id.clone(), Arc::clone(node));
+        }
+    }
+}
+
+/// Builds the `ADDJOB` of a push: explicit `REPLICATE`, `RETRY`, `TTL` and
+/// timeout, defaults from `cfg`, durations rounded up to whole seconds.
+/// Returns the command and its replication timeout.
+fn addjob_cmd(
+    cfg: &DisqueConfig,
+    node_count: u32,
+    topic: &Topic,
+    body: &[u8],
+    options: &PushOptions,
+) -> (redis::Cmd, Duration) {
+    let (replicate, retry) = if options.at_most_once {
+        (1, 0)
+    } else {
+        let replicate = options
+            .replicate
+            .or(cfg.default_replicate)
+            .unwrap_or_else(|| node_count.clamp(1, 2));
+        let retry = ceil_secs(options.retry.unwrap_or(cfg.default_retry)).max(1);
+        (replicate, retry)
+    };
+    let delay = options.delay.map(ceil_secs).unwrap_or(0);
+    let mut ttl = ceil_secs(options.ttl.unwrap_or(cfg.default_ttl)).max(1);
+    if delay >= ttl {
+        // Disque refuses DELAY >= TTL: an explicit TTL only lost to the
+        // rounding, a default TTL counts from the end of the delay.
+        ttl = if options.ttl.is_some() {
+            delay + 1
+        } else {
+            delay + ttl
+        };
+    }
+    let timeout = options.timeout.unwrap_or(cfg.default_add_timeout);
+    let timeout_ms = u64::try_from(timeout.as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let mut cmd = redis::cmd("ADDJOB");
+    cmd.arg(topic.as_str())
+        .arg(body)
+        .arg(timeout_ms)
+        .arg("REPLICATE")
+        .arg(replicate)
+        .arg("RETRY")
+        .arg(retry)
+        .arg("TTL")
+        .arg(ttl);
+    if delay > 0 {
+        cmd.arg("DELAY").arg(delay);
+    }
+    if let Some(maxlen) = options.maxlen {
+        cmd.arg("MAXLEN").arg(maxlen);
+    }
+    if options.async_replication {
+        cmd.arg("ASYNC");
+    }
+    (cmd, timeout)
+}
+
+async fn refresh_loop(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(shared.config.refresh_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            () = shared.cancel.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        let refresh = shared.refresh();
+        tokio::select! {
+            () = shared.cancel.cancelled() => break,
+            result = refresh => {
+                if let Err(e) = result {
+                    tracing::warn!(cause = %e, "Disque node table refresh failed");
+                }
+            }
+        }
+    }
+}
+
+fn backoff(initial: Duration, attempt: usize) -> Duration {
+    let shift = u32::try_from(attempt.min(10)).unwrap_or(10);
+    initial
+        .saturating_mul(1 << shift)
+        .min(Duration::from_secs(1))
+}
+
+/// Whole seconds, rounded up.
+pub(crate) fn ceil_secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+fn abbreviate(value: &Value) -> String {
+    let mut s = format!("{value:?}");
+    if s.len() > 200 {
+        let mut cut = 200;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+fn unexpected(command: &'static str, node: &Node, value: &Value) -> DisqueError {
+    DisqueError::UnexpectedReply {
+        command,
+        addr: node.addr().to_owned(),
+        reply: abbreviate(value),
+    }
+}
+
+fn as_bytes(v: &Value) -> Option<Bytes> {
+    match v {
+        Value::BulkString(b) => Some(Bytes::copy_from_slice(b)),
+        Value::SimpleString(s) => Some(Bytes::copy_from_slice(s.as_bytes())),
+        _ => None,
+    }
+}
+
+/// Parses one `[queue, id, body, ("nacks", n, "additional-deliveries", n)?]`.
+fn parse_job(v: &Value) -> Option<Job> {
+    let Value::Array(f) = v else { return None };
+    let queue = as_string(f.first()?)?;
+    let id = as_string(f.get(1)?)?;
+    let body = as_bytes(f.get(2)?)?;
+    let mut nacks = 0u32;
+    let mut extra = 0u32;
+    let mut rest = f.iter().skip(3);
+    while let (Some(k), Some(val)) = (rest.next(), rest.next()) {
+        let n = as_u64(val).and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
+        match as_string(k).as_deref() {
+            Some("nacks") => nacks = n,
+            Some("additional-deliveries") => extra = n,
+            _ => {}
+        }
+    }
+    Some(Job::new(JobId::new(id), Topic::from_broker(queue), body).with_counters(nacks, extra))
+}
+
+fn parse_jobs(command: &'static str, node: &Node, value: &Value) -> Result<Vec<Job>, DisqueError> {
+    match value {
+        Value::Nil => Ok(Vec::new()),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| parse_job(item).ok_or_else(|| unexpected(command, node, value)))
+            .collect(),
+        other => Err(unexpected(command, node, other)),
+    }
+}
+
+fn map_add_error(topic: &Topic, err: DisqueError) -> Error {
+    match err.server_code() {
+        Some("MAXLEN") => Error::QueueFull {
+            topic: topic.as_str().to_owned(),
+        },
+        Some("PAUSED") => Error::QueuePaused {
+            topic: topic.as_str().to_owned(),
+        },
+        _ => err.into(),
+    }
+}
+
+#[async_trait]
+impl Backend for DisqueBackend {
+    /// `ADDJOB` on the topic's affinity node with explicit `REPLICATE`,
+    /// `RETRY`, `TTL` and timeout. A connection error or `-LEAVING` retries
+    /// on the next node: the job may then exist twice, which at-least-once
+    /// delivery allows.
+    #[tracing::instrument(level = "debug", skip(self, body, options), fields(topic = %topic))]
+    async fn add(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
+        self.ensure_open()?;
+        let (cmd, add_timeout) = addjob_cmd(
+            &self.shared.config,
+            self.shared.node_count(),
+            topic,
+            &body,
+            options,
+        );
+        let timeout = add_timeout + self.shared.config.command_timeout;
+        let cmd = &cmd;
+        let id = self
+            .shared
+            .run(self.shared.by_affinity(topic), |node| async move {
+                let value = node.query("ADDJOB", cmd, timeout).await?;
+                as_string(&value).ok_or_else(|| unexpected("ADDJOB", &node, &value))
+            })
+            .await
+            .map_err(|e| map_add_error(topic, e))?;
+        Ok(JobId::new(id))
+    }
+
+    /// `GETJOB TIMEOUT <wait> COUNT <max> WITHCOUNTERS FROM <topic>` on a
+    /// dedicated connection to the topic's affinity node.
+    #[tracing::instrument(level = "trace", skip(self), fields(topic = %topic))]
+    async fn fetch(&self, topic: &Topic, max: usize, wait: Duration) -> Result<Vec<Job>> {
+        self.ensure_open()?;
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("GETJOB");
+        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        if wait_ms == 0 {
+            cmd.arg("NOHANG");
+        } else {
+            // TIMEOUT 0 would block forever.
+            cmd.arg("TIMEOUT").arg(wait_ms);
+        }
+        cmd.arg("COUNT")
+            .arg(max)
+            .arg("WITHCOUNTERS")
+            .arg("FROM")
+            .arg(topic.as_str());
+        let timeout = wait + self.shared.config.command_timeout;
+        let cmd = &cmd;
+        let shared = &self.shared;
+        let jobs = shared
+            .run(shared.by_affinity(topic), |node| async move {
+                let value = node.query_blocking("GETJOB", cmd, timeout).await?;
+                let jobs = parse_jobs("GETJOB", &node, &value)?;
+                for job in &jobs {
+                    shared.remember_delivery(job.id(), &node);
+                }
+                Ok(jobs)
+            })
+            .await?;
+        Ok(jobs)
+    }
+
+    /// `ACKJOB`, not `FASTACK`: both answer at once, but `ACKJOB` keeps the
+    /// acknowledgement until every node holding a copy has confirmed, so a
+    /// node that was unreachable for a moment cannot redeliver the job.
+    #[tracing::instrument(level = "debug", skip(self, id), fields(job_id = %id))]
+    async fn ack(&self, id: &JobId) -> Result<()> {
+        let result = self.job_command("ACKJOB", id).await;
+        self.forget_delivery(id);
+        result.map(drop)
+    }
+
+    /// `NACK`: back in the queue at once, `nacks` counter incremented.
+    #[tracing::instrument(level = "debug", skip(self, id), fields(job_id = %id))]
+    async fn nack(&self, id: &JobId) -> Result<()> {
+        let result = self.job_command("NACK", id).await;
+        self.forget_delivery(id);
+        result.map(drop)
+    }
+
+    /// `ENQUEUE`: puts a fetched job back at once without counting a NACK
+    /// (used for jobs a stopping listener fetched but will not run).
+    async fn requeue(&self, id: &JobId) -> Result<()> {
+        let result = self.job_command("ENQUEUE", id).await;
+        self.forget_delivery(id);
+        result.map(drop)
+    }
+
+    /// `WORKING`: postpones the redelivery; returns the job's retry time.
+    #[tracing::instrument(level = "debug", skip(self, id), fields(job_id = %id))]
+    async fn working(&self, id: &JobId) -> Result<Duration> {
+        let value = self.job_command("WORKING", id).await?;
+        as_u64(&value).map(Duration::from_secs).ok_or_else(|| {
+            Error::backend(
+                DisqueError::UnexpectedReply {
+                    command: "WORKING",
+                    addr: String::new(),
+                    reply: abbreviate(&value),
+                },
+                false,
+            )
+        })
+    }
+
+    /// The sum of `QLEN` over every reachable node. Fails only when no node
+    /// answers.
+    async fn queue_len(&self, topic: &Topic) -> Result<u64> {
+        self.ensure_open()?;
+        let results = self.per_node("QLEN", topic, |_| {
+            let mut cmd = redis::cmd("QLEN");
+            cmd.arg(topic.as_str());
+            cmd
+        });
+        let mut total = 0u64;
+        let mut last_err = None;
+        let mut any = false;
+        for (node, result) in results.await {
+            match result.and_then(|v| as_u64(&v).ok_or_else(|| unexpected("QLEN", &node, &v))) {
+                Ok(n) => {
+                    any = true;
+                    total += n;
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        match (any, last_err) {
+            (false, Some(e)) => Err(e.into()),
+            _ => Ok(total),
+        }
+    }
+
+    /// `QPEEK` on every reachable node, merged round-robin starting with
+    /// the topic's affinity node (each node's list is oldest first; Disque
+    /// ids carry no creation time to order them globally).
+    async fn peek(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
+        self.ensure_open()?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let results = self.per_node("QPEEK", topic, |_| {
+            let mut cmd = redis::cmd("QPEEK");
+            cmd.arg(topic.as_str()).arg(n);
+            cmd
+        });
+        let mut lists = Vec::new();
+        let mut last_err = None;
+        for (node, result) in results.await {
+            match result.and_then(|v| parse_jobs("QPEEK", &node, &v)) {
+                Ok(jobs) => lists.push(jobs.into_iter()),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        if lists.is_empty() {
+            if let Some(e) = last_err {
+                return Err(e.into());
+            }
+        }
+        let mut merged = Vec::with_capacity(n);
+        while merged.len() < n {
+            let before = merged.len();
+            for list in &mut lists {
+                if let Some(job) = list.next() {
+                    merged.push(job);
+                }
+            }
+            if merged.len() == before {
+                break;
+            }
+        }
+        merged.truncate(n);
+        Ok(merged)
+    }
+
+    async fn close(&self) -> Result<()> {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return Err(Error::Shutdown);
+        }
+        self.shared.cancel.cancel();
+        let task = self.shared.refresher.lock().ok().and_then(|mut t| t.take());
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        for node in self.shared.snapshot() {
+            node.disconnect().await;
+        }
+        if let Ok(mut map) = self.shared.delivered.lock() {
+            map.clear();
+        }
+        tracing::debug!("Disque backend closed");
+        Ok(())
+    }
+}
+
+impl DisqueBackend {
+    /// Runs a command on every node concurrently, in the topic's affinity
+    /// order.
+    async fn per_node(
+        &self,
+        name: &'static str,
+        topic: &Topic,
+        build: impl Fn(&Node) -> redis::Cmd,
+    ) -> Vec<(Arc<Node>, Result<Value, DisqueError>)> {
+        let timeout = self.shared.config.command_timeout;
+        let nodes = self.shared.by_affinity(topic);
+        let queries = nodes.iter().map(|node| {
+            let cmd = build(node);
+            async move { node.query(name, &cmd, timeout).await }
+        });
+        let results = futures::future::join_all(queries).await;
+        nodes.into_iter().zip(results).collect()
+    }
+}
+
+#[async_trait]
+impl ExclusiveClaim for DisqueBackend {
+    /// `ADDJOB <key> claim <ms> REPLICATE 1 RETRY 0 TTL <hold> MAXLEN 1` on
+    /// the reachable node with the lowest id: the first caller stores the
+    /// job and wins; everyone else gets `-MAXLEN` until the job expires
+    /// after `hold` (rounded up to whole seconds, at least 1 s).
+    async fn try_claim(&self, key: &Topic, hold: Duration) -> Result<bool> {
+        self.ensure_open()?;
+        let cfg = &self.shared.config;
+        let ms = u64::try_from(cfg.default_add_timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut cmd = redis::cmd("ADDJOB");
+        cmd.arg(key.as_str())
+            .arg("claim")
+            .arg(ms.max(1))
+            .arg("REPLICATE")
+            .arg(1)
+            .arg("RETRY")
+            .arg(0)
+            .arg("TTL")
+            .arg(ceil_secs(hold).max(1))
+            .arg("MAXLEN")
+            .arg(1);
+        let timeout = cfg.default_add_timeout + cfg.command_timeout;
+        let cmd = &cmd;
+        let result = self
+            .shared
+            .run(self.shared.by_lowest_id(), |node| async move {
+                node.query("ADDJOB", cmd, timeout).await
+            })
+            .await;
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) if e.server_code() == Some("MAXLEN") => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_up() {
+        assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
+        assert_eq!(ceil_secs(Duration::from_millis(1000)), 1);
+        assert_eq!(ceil_secs(Duration::from_millis(1001)), 2);
+        assert_eq!(ceil_secs(Duration::ZERO), 0);
+    }
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let b = Duration::from_millis(100);
+        assert_eq!(backoff(b, 0), b);
+        assert_eq!(backoff(b, 1), Duration::from_millis(200));
+        assert_eq!(backoff(b, 9), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn parses_jobs_with_counters() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        let v = Value::Array(vec![Value::Array(vec![
+            bulk("q"),
+            bulk("D-1"),
+            bulk("body"),
+            bulk("nacks"),
+            Value::Int(2),
+            bulk("additional-deliveries"),
+            Value::Int(3),
+        ])]);
+        let job = &parse_jobs_for_test(&v)[0];
+        assert_eq!(job.topic().as_str(), "q");
+        assert_eq!(job.body().as_ref(), b"body");
+        assert_eq!((job.nacks(), job.additional_deliveries()), (2, 3));
+        assert_eq!(job.attempt(), 6);
+        assert!(parse_jobs_for_test(&Value::Nil).is_empty());
+    }
+
+    fn args(cmd: &redis::Cmd) -> Vec<String> {
+        cmd.args_iter()
+            .map(|a| match a {
+                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                _ => "<other>".to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn addjob_is_always_explicit() {
+        let cfg = DisqueConfig::default();
+        let t = Topic::new("q").unwrap();
+        let (cmd, timeout) = addjob_cmd(&cfg, 1, &t, b"b", &PushOptions::new());
+        assert_eq!(
+            args(&cmd).join(" "),
+            "ADDJOB q b 5000 REPLICATE 1 RETRY 30 TTL 86400"
+        );
+        assert_eq!(timeout, Duration::from_secs(5));
+
+        let opts = PushOptions::new()
+            .with_delay(Duration::from_millis(1500))
+            .with_retry(Duration::from_millis(200))
+            .with_ttl(Duration::from_millis(60_001))
+            .with_maxlen(9)
+            .with_async_replication(true)
+            .with_timeout(Duration::from_millis(250));
+        let (cmd, _) = addjob_cmd(&cfg, 5, &t, b"b", &opts);
+        assert_eq!(
+            args(&cmd).join(" "),
+            "ADDJOB q b 250 REPLICATE 2 RETRY 1 TTL 61 DELAY 2 MAXLEN 9 ASYNC"
+        );
+
+        let (cmd, _) = addjob_cmd(&cfg, 5, &t, b"b", &PushOptions::at_most_once());
+        let a = args(&cmd);
+        assert_eq!(a[4..8], ["REPLICATE", "1", "RETRY", "0"]);
+
+        // A delay past the default TTL pushes the TTL out.
+        let opts = PushOptions::new().with_delay(Duration::from_secs(2 * 86400));
+        let (cmd, _) = addjob_cmd(&cfg, 3, &t, b"b", &opts);
+        assert_eq!(args(&cmd)[9], (3 * 86400).to_string());
+    }
+
+    fn shared_with(ids: &[&str]) -> Shared {
+        let shared = Shared {
+            config: DisqueConfig::default(),
+            nodes: RwLock::new(Vec::new()),
+            delivered: StdMutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            cancel: CancellationToken::new(),
+            refresher: StdMutex::new(None),
+        };
+        let infos = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| NodeInfo {
+                id: (*id).to_owned(),
+                addr: format!("10.0.0.{i}:7711"),
+                priority: 1,
+            })
+            .collect();
+        shared.install(infos).unwrap();
+        shared
+    }
+
+    fn ids(nodes: &[Arc<Node>]) -> Vec<String> {
+        nodes.iter().map(|n| n.info.id.clone()).collect()
+    }
+
+    #[test]
+    fn routing_is_the_same_for_every_client() {
+        let a = shared_with(&["cc", "aa", "bb"]);
+        let b = shared_with(&["bb", "cc", "aa"]);
+        let t = Topic::new("orders").unwrap();
+        assert_eq!(ids(&a.by_affinity(&t)), ids(&b.by_affinity(&t)));
+        assert_eq!(ids(&a.by_lowest_id()), ["aa", "bb", "cc"]);
+
+        // A leaving node (worse priority) is tried last.
+        let first = a.by_affinity(&t)[0].clone();
+        first.set_priority(100);
+        assert_eq!(ids(&a.by_affinity(&t))[2], first.info.id);
+    }
+
+    #[test]
+    fn refresh_keeps_known_nodes() {
+        let shared = shared_with(&["aa", "bb"]);
+        let before = shared.snapshot();
+        shared
+            .install(vec![
+                NodeInfo {
+                    id: "aa".into(),
+                    addr: "10.0.0.0:7711".into(),
+                    priority: 10,
+                },
+                NodeInfo {
+                    id: "dd".into(),
+                    addr: "10.0.0.9:7711".into(),
+                    priority: 1,
+                },
+            ])
+            .unwrap();
+        let after = shared.snapshot();
+        assert!(Arc::ptr_eq(&before[0], &after[0]));
+        assert_eq!(after[0].priority(), 10);
+        assert_eq!(ids(&after), ["aa", "dd"]);
+        assert!(shared.install(Vec::new()).is_err());
+    }
+
+    #[tokio::test]
+    async fn job_commands_go_to_the_node_named_in_the_id() {
+        let backend = DisqueBackend {
+            shared: Arc::new(shared_with(&["aaaaaaaa11", "bbbbbbbb22", "cccccccc33"])),
+        };
+        let id = JobId::new("D-bbbbbbbb-xxxxxxxxxxxxxxxxxxxxxxxx-05a1");
+        assert_eq!(backend.route_job(&id)[0].info.id, "bbbbbbbb22");
+        let c = backend.shared.snapshot()[2].clone();
+        backend.shared.remember_delivery(&id, &c);
+        assert_eq!(backend.route_job(&id)[0].info.id, "cccccccc33");
+        backend.forget_delivery(&id);
+        assert_eq!(backend.route_job(&id)[0].info.id, "bbbbbbbb22");
+    }
+
+    fn parse_jobs_for_test(v: &Value) -> Vec<Job> {
+        match v {
+            Value::Nil => Vec::new(),
+            Value::Array(items) => items.iter().filter_map(parse_job).collect(),
+            _ => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! `DisqueConfig`: seeds, credentials, timeouts and job defaults, with a
+//! `disque://` URL form.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::error::DisqueError;
+
+/// The port Disque listens on by default.
+pub const DEFAULT_PORT: u16 = 7711;
+
+/// Settings of a [`DisqueBackend`](crate::DisqueBackend).
+///
+/// Build it with [`Default`] and the `with_*` setters, or parse a URL
+/// `disque://[:password@]host:port,host2:port2`:
+///
+/// ```
+/// use std::time::Duration;
+/// use ezmq_disque::DisqueConfig;
+///
+/// let a = DisqueConfig::default()
+///     .with_seeds(["10.0.0.1:7711", "10.0.0.2:7711"])
+///     .with_password("s3cret")
+///     .with_default_retry(Duration::from_secs(60));
+///
+/// let b: DisqueConfig = "disque://:s3cret@10.0.0.1:7711,10.0.0.2:7711".parse().unwrap();
+/// assert_eq!(a.seeds, b.seeds);
+/// assert_eq!(b.password.as_deref(), Some("s3cret"));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DisqueConfig {
+    /// Addresses (`host:port`) to bootstrap from; the rest of the cluster is
+    /// learned with `HELLO`. Default `["127.0.0.1:7711"]`.
+    pub seeds: Vec<String>,
+    /// Password sent with `AUTH` on every connection. Default none.
+    pub password: Option<String>,
+    /// Longest wait for a TCP connection (and its `AUTH`). Default 5 s.
+    pub connect_timeout: Duration,
+    /// Longest wait for the reply of a non-blocking command (`ACKJOB`,
+    /// `QLEN`, ...). `ADDJOB` may take its own replication timeout on top;
+    /// a blocking `GETJOB` its wait. Default 5 s.
+    pub command_timeout: Duration,
+    /// Copies of each job (`REPLICATE`) unless a push says otherwise.
+    /// Default `None`: 2, or 1 when the cluster has a single node.
+    pub default_replicate: Option<u32>,
+    /// Time before an unacknowledged delivery is redelivered (`RETRY`)
+    /// unless a push says otherwise. Default 30 s.
+    pub default_retry: Duration,
+    /// Time after which a job is dropped (`TTL`) unless a push says
+    /// otherwise. Default 1 day.
+    pub default_ttl: Duration,
+    /// How long `ADDJOB` may wait for replication (its `ms-timeout`) unless
+    /// a push sets [`PushOptions::timeout`](ezmq_core::PushOptions::timeout).
+    /// Default 5 s.
+    pub default_add_timeout: Duration,
+    /// How often the node table is refreshed with `HELLO`. Default 5 s.
+    pub refresh_interval: Duration,
+    /// Attempts of one command across nodes before it fails (connection
+    /// errors and `-LEAVING` move on to the next node). Default 3.
+    pub max_attempts: u32,
+    /// Wait before the first retry of a failed command; doubles per attempt,
+    /// capped at 1 s. Default 100 ms.
+    pub retry_backoff: Duration,
+    /// Idle dedicated `GETJOB` connections kept per node (one is in use per
+    /// concurrently running fetch; extra ones are closed). Default 8.
+    pub getjob_pool_size: usize,
+}
+
+impl Default for DisqueConfig {
+    fn default() -> Self {
+        DisqueConfig {
+            seeds: vec![format!("127.0.0.1:{DEFAULT_PORT}")],
+            password: None,
+            connect_timeout: Duration::from_secs(5),
+            command_timeout: Duration::from_secs(5),
+            default_replicate: None,
+            default_retry: Duration::from_secs(30),
+            default_ttl: Duration::from_secs(24 * 3600),
+            default_add_timeout: Duration::from_secs(5),
+            refresh_interval: Duration::from_secs(5),
+            max_attempts: 3,
+            retry_backoff: Duration::from_millis(100),
+            getjob_pool_size: 8,
+        }
+    }
+}
+
+impl fmt::Debug for DisqueConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DisqueConfig")
+            .field("seeds", &self.seeds)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("connect_timeout", &self.connect_timeout)
+            .field("command_timeout", &self.command_timeout)
+            .field("default_replicate", &self.default_replicate)
+            .field("default_retry", &self.default_retry)
+            .field("default_ttl", &self.default_ttl)
+            .field("default_add_timeout", &self.default_add_timeout)
+            .field("refresh_interval", &self.refresh_interval)
+            .field("max_attempts", &self.max_attempts)
+            .field("retry_backoff", &self.retry_backoff)
+            .field("getjob_pool_size", &self.getjob_pool_size)
+            .finish()
+    }
+}
+
+impl DisqueConfig {
+    /// Sets [`DisqueConfig::seeds`].
+    #[must_use]
+    pub fn with_seeds<I, S>(mut self, seeds: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.seeds = seeds.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`DisqueConfig::password`].
+    #[must_use]
+    pub fn with_password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// Sets [`DisqueConfig::connect_timeout`].
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Sets [`DisqueConfig::command_timeout`].
+    #[must_use]
+    pub fn with_command_timeout(mut self, timeout: Duration) -> Self {
+        self.command_timeout = timeout;
+        self
+    }
+
+    /// Sets [`DisqueConfig::default_replicate`].
+    #[must_use]
+    pub fn with_default_replicate(mut self, copies: u32) -> Self {
+        self.default_replicate = Some(copies);
+        self
+    }
+
+    /// Sets [`DisqueConfig::default_retry`].
+    #[must_use]
+    pub fn with_default_retry(mut self, retry: Duration) -> Self {
+        self.default_retry = retry;
+        self
+    }
+
+    /// Sets [`DisqueConfig::default_ttl`].
+    #[must_use]
+    pub fn with_default_ttl(mut self, ttl: Duration) -> Self {
+        self.default_ttl = ttl;
+        self
+    }
+
+    /// Sets [`DisqueConfig::default_add_timeout`].
+    #[must_use]
+    pub fn with_default_add_timeout(mut self, timeout: Duration) -> Self {
+        self.default_add_timeout = timeout;
+        self
+    }
+
+    /// Sets [`DisqueConfig::refresh_interval`].
+    #[must_use]
+    pub fn with_refresh_interval(mut self, interval: Duration) -> Self {
+        self.refresh_interval = interval;
+        self
+    }
+
+    /// Sets [`DisqueConfig::max_attempts`].
+    #[must_use]
+    pub fn with_max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = attempts;
+        self
+    }
+
+    /// Sets [`DisqueConfig::retry_backoff`].
+    #[must_use]
+    pub fn with_retry_backoff(mut self, backoff: Duration) -> Self {
+        self.retry_backoff = backoff;
+        self
+    }
+
+    /// Sets [`DisqueConfig::getjob_pool_size`].
+    #[must_use]
+    pub fn with_getjob_pool_size(mut self, size: usize) -> Self {
+        self.getjob_pool_size = size;
+        self
+    }
+
+    /// Checks the values; [`DisqueBackend::connect`](crate::DisqueBackend::connect)
+    /// calls it.
+    pub fn validate(&self) -> Result<(), DisqueError> {
+        if self.seeds.is_empty() {
+            return Err(DisqueError::InvalidConfig {
+                option: "seeds",
+                reason: "at least one seed address is needed".into(),
+            });
+        }
+        for seed in &self.seeds {
+            parse_addr(seed)?;
+        }
+        let positive = [
+            ("connect_timeout", self.connect_timeout),
+            ("command_timeout", self.command_timeout),
+            ("default_ttl", self.default_ttl),
+            ("default_add_timeout", self.default_add_timeout),
+            ("refresh_interval", self.refresh_interval),
+        ];
+        for (option, value) in positive {
+            if value.is_zero() {
+                return Err(DisqueError::InvalidConfig {
+                    option,
+                    reason: "must be positive".into(),
+                });
+            }
+        }
+        if self.default_retry.is_zero() {
+            return Err(DisqueError::InvalidConfig {
+                option: "default_retry",
+                reason: "must be positive; use at-most-once pushes for no redelivery".into(),
+            });
+        }
+        if self.default_replicate == Some(0) {
+            return Err(DisqueError::InvalidConfig {
+                option: "default_replicate",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.max_attempts == 0 {
+            return Err(DisqueError::InvalidConfig {
+                option: "max_attempts",
+                reason: "must be at least 1".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Splits `host:port` (`[v6]:port` for IPv6); a missing port means 7711.
+pub(crate) fn parse_addr(addr: &str) -> Result<(String, u16), DisqueError> {
+    let bad = |reason: &str| DisqueError::InvalidAddress {
+        addr: addr.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let addr_trim = addr.trim();
+    if addr_trim.is_empty() {
+        return Err(bad("empty address"));
+    }
+    let (host, port) = if let Some(rest) = addr_trim.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or_else(|| bad("missing `]`"))?;
+        match after.strip_prefix(':') {
+            Some(port) => (host, Some(port)),
+            None if after.is_empty() => (host, None),
+            None => return Err(bad("unexpected text after `]`")),
+        }
+    } else {
+        match addr_trim.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (addr_trim, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(bad("empty host"));
+    }
+    if host.contains(|c: char| c.is_whitespace() || "/@?#".contains(c)) {
+        return Err(bad("invalid character in host"));
+    }
+    let port = match port {
+        None => DEFAULT_PORT,
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| bad("port must be a number from 1 to 65535"))?,
+    };
+    Ok((host.to_owned(), port))
+}
+
+fn percent_decode(s: &str, url: &str) -> Result<String, DisqueError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok())
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| DisqueError::InvalidUrl {
+                    url: redact(url),
+                    reason: "bad percent-encoding in the password".into(),
+                })?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| DisqueError::InvalidUrl {
+        url: redact(url),
+        reason: "the decoded password is not UTF-8".into(),
+    })
+}
+
+/// The URL with its password replaced, for error messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}<redacted>{}", &url[..s + 3], &url[at..]),
+        _ => url.to_owned(),
+    }
+}
+
+impl FromStr for DisqueConfig {
+    type Err = DisqueError;
+
+    /// Parses `disque://[:password@]host:port[,host2:port2...]`; a host
+    /// without a port uses 7711, the password is percent-decoded, every
+    /// other setting keeps its default.
+    fn from_str(url: &str) -> Result<Self, DisqueError> {
+        let invalid = |reason: &str| DisqueError::InvalidUrl {
+            url: redact(url),
+            reason: reason.to_owned(),
+        };
+        let rest = url
+            .strip_prefix("disque://")
+            .ok_or_else(|| invalid("must start with `disque://`"))?;
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains(['/', '?', '#']) {
+            return Err(invalid("paths, queries and fragments are not supported"));
+        }
+        let (password, hosts) = match rest.rsplit_once('@') {
+            Some((userinfo, hosts)) => {
+                let pass = userinfo
+                    .strip_prefix(':')
+                    .ok_or_else(|| invalid("use `:password@`; user names are not supported"))?;
+                if pass.is_empty() {
+                    (None, hosts)
+                } else {
+                    (Some(percent_decode(pass, url)?), hosts)
+                }
+            }
+            None => (None, rest),
+        };
+        if hosts.is_empty() {
+            return Err(invalid("no host given"));
+        }
+        let mut seeds = Vec::new();
+        for part in hosts.split(',') {
+            let (host, port) = parse_addr(part).map_err(|e| DisqueError::InvalidUrl {
+                url: redact(url),
+                reason: e.to_string(),
+            })?;
+            if host.contains(':') {
+                seeds.push(format!("[{host}]:{port}"));
+            } else {
+                seeds.push(format!("{host}:{port}"));
+            }
+        }
+        Ok(DisqueConfig {
+            seeds,
+            password,
+            ..DisqueConfig::default()
+        })
+    }
+}
+
+impl TryFrom<&str> for DisqueConfig {
+    type Error = DisqueError;
+
+    fn try_from(url: &str) -> Result<Self, DisqueError> {
+        url.parse()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls() {
+        let c: DisqueConfig = "disque://127.0.0.1:7711".parse().unwrap();
+        assert_eq!(c.seeds, ["127.0.0.1:7711"]);
+        assert_eq!(c.password, None);
+
+        let c: DisqueConfig = "disque://:p%40ss%3Aw@a:1,b:2,c/".parse().unwrap();
+        assert_eq!(c.seeds, ["a:1", "b:2", "c:7711"]);
+        assert_eq!(c.password.as_deref(), Some("p@ss:w"));
+
+        let c = DisqueConfig::try_from("disque://[::1]:7712").unwrap();
+        assert_eq!(c.seeds, ["[::1]:7712"]);
+    }
+
+    #[test]
+    fn rejects_bad_urls_clearly() {
+        let cases = [
+            ("redis://a:1", "disque://"),
+            ("disque://", "no host"),
+            ("disque://a:99999", "port"),
+            ("disque://a:1,,b:2", "empty address"),
+            ("disque://user:pw@a:1", "user names"),
+            ("disque://:p%zz@a:1", "percent"),
+            ("disque://a:1/db", "paths"),
+        ];
+        for (url, needle) in cases {
+            let err = url.parse::<DisqueConfig>().unwrap_err().to_string();
+            assert!(err.contains(needle), "{url}: {err}");
+        }
+        let err = "disque://:secret@a:x".parse::<DisqueConfig>().unwrap_err();
+        assert!(!err.to_string().contains("secret"), "{err}");
+    }
+
+    #[test]
+    fn debug_redacts_password() {
+        let c = DisqueConfig::default().with_password("hunter2");
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn validation() {
+        assert!(DisqueConfig::default().validate().is_ok());
+        assert!(DisqueConfig::default()
+            .with_seeds(Vec::<String>::new())
+            .validate()
+            .is_err());
+        assert!(DisqueConfig::default()
+            .with_seeds(["a:0"])
+            .validate()
+            .is_err());
+        assert!(DisqueConfig::default()
+            .with_default_retry(Duration::ZERO)
+            .validate()
+            .is_err());
+    }
+}

@@ -1,0 +1,388 @@
+//! One Disque node: its identity, its shared multiplexed connection and its
+//! pool of dedicated connections for blocking `GETJOB`s.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex as StdMutex;
+use std::time::{Duration, Instant};
+
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, ConnectionAddr, IntoConnectionInfo, Value};
+use tokio::sync::Mutex;
+
+use crate::error::{from_redis, DisqueError};
+
+/// How long a node that failed is tried only after the healthy ones.
+const SUSPECT_FOR: Duration = Duration::from_secs(2);
+
+/// Identity of a node as learned from `HELLO`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct NodeInfo {
+    /// The 40-hex node id.
+    pub(crate) id: String,
+    /// `host:port` to dial.
+    pub(crate) addr: String,
+    /// Disque's priority: 1 healthy, higher is worse (failing, leaving).
+    pub(crate) priority: u32,
+}
+
+/// A node with its connections. Shared (`Arc`) by the node table.
+pub(crate) struct Node {
+    pub(crate) info: NodeInfo,
+    /// Latest priority from `HELLO` (starts as `info.priority`).
+    priority: AtomicU32,
+    client: Client,
+    connect_timeout: Duration,
+    pool_size: usize,
+    /// The multiplexed connection for every non-blocking command.
+    mux: Mutex<Option<MultiplexedConnection>>,
+    /// Idle connections used only for blocking `GETJOB`s.
+    idle: StdMutex<Vec<MultiplexedConnection>>,
+    /// When a command on this node last failed with a connection error.
+    failed_at: StdMutex<Option<Instant>>,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node").field("info", &self.info).finish()
+    }
+}
+
+impl Node {
+    pub(crate) fn new(
+        info: NodeInfo,
+        password: Option<&str>,
+        connect_timeout: Duration,
+        pool_size: usize,
+    ) -> Result<Self, DisqueError> {
+        let (host, port) = crate::config::parse_addr(&info.addr)?;
+        let mut redis_info = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
+        if let Some(pw) = password {
+            redis_info = redis_info.set_password(pw);
+        }
+        let conn_info = ConnectionAddr::Tcp(host, port)
+            .into_connection_info()
+            .map_err(|source| DisqueError::Connect {
+                addr: info.addr.clone(),
+                source,
+            })?
+            .set_redis_settings(redis_info);
+        let client = Client::open(conn_info).map_err(|source| DisqueError::Connect {
+            addr: info.addr.clone(),
+            source,
+        })?;
+        Ok(Node {
+            priority: AtomicU32::new(info.priority),
+            info,
+            client,
+            connect_timeout,
+            pool_size,
+            mux: Mutex::new(None),
+            idle: StdMutex::new(Vec::new()),
+            failed_at: StdMutex::new(None),
+        })
+    }
+
+    /// The node's latest known priority (1 healthy, higher is worse).
+    pub(crate) fn priority(&self) -> u32 {
+        self.priority.load(Ordering::Relaxed)
+    }
+
+    /// Updates the priority from a fresh `HELLO`.
+    pub(crate) fn set_priority(&self, priority: u32) {
+        self.priority.store(priority, Ordering::Relaxed);
+    }
+
+    pub(crate) fn addr(&self) -> &str {
+        &self.info.addr
+    }
+
+    /// Opens a connection. Response timeouts are enforced by the caller per
+    /// command (a blocking `GETJOB` must not be cut), so none is set here.
+    async fn open(&self) -> Result<MultiplexedConnection, DisqueError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            .set_response_timeout(None);
+        let conn = self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|source| DisqueError::Connect {
+                addr: self.info.addr.clone(),
+                source,
+            })?;
+        tracing::debug!(node = %self.info.addr, "connected to Disque node");
+        Ok(conn)
+    }
+
+    /// The shared multiplexed connection, opened on first use or after a
+    /// failure.
+    async fn shared(&self) -> Result<MultiplexedConnection, DisqueError> {
+        let mut guard = self.mux.lock().await;
+        if let Some(conn) = guard.as_ref() {
+            return Ok(conn.clone());
+        }
+        let conn = self.open().await?;
+        *guard = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Runs a non-blocking command on the multiplexed connection (pipelined
+    /// with every other concurrent caller), within `timeout`.
+    pub(crate) async fn query(
+        &self,
+        name: &'static str,
+        cmd: &redis::Cmd,
+        timeout: Duration,
+    ) -> Result<Value, DisqueError> {
+        let result = tokio::time::timeout(timeout, async {
+            let mut conn = self.shared().await?;
+            cmd.query_async::<Value>(&mut conn)
+                .await
+                .map_err(|e| from_redis(name, &self.info.addr, e))
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(DisqueError::Timeout {
+                command: name,
+                addr: self.info.addr.clone(),
+                after: timeout,
+            })
+        });
+        self.record(&result, true).await;
+        result
+    }
+
+    /// Runs a blocking command (`GETJOB`) on a dedicated connection taken
+    /// from the pool; the connection goes back only after a clean reply,
+    /// so a dropped or failed call never leaves a half-read connection.
+    pub(crate) async fn query_blocking(
+        &self,
+        name: &'static str,
+        cmd: &redis::Cmd,
+        timeout: Duration,
+    ) -> Result<Value, DisqueError> {
+        let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let result = tokio::time::timeout(timeout, async {
+            let mut conn = match pooled {
+                Some(conn) => conn,
+                None => self.open().await?,
+            };
+            let value = cmd
+                .query_async::<Value>(&mut conn)
+                .await
+                .map_err(|e| from_redis(name, &self.info.addr, e))?;
+            Ok::<_, DisqueError>((value, conn))
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(DisqueError::Timeout {
+                command: name,
+                addr: self.info.addr.clone(),
+                after: timeout,
+            })
+        });
+        let result = match result {
+            Ok((value, conn)) => {
+                if let Ok(mut idle) = self.idle.lock() {
+                    if idle.len() < self.pool_size {
+                        idle.push(conn);
+                    }
+                }
+                Ok(value)
+            }
+            Err(e) => Err(e),
+        };
+        self.record(&result, false).await;
+        result
+    }
+
+    /// Remembers a connection failure (and drops the broken connections so
+    /// the next call reconnects) or a success.
+    async fn record(&self, result: &Result<Value, DisqueError>, shared: bool) {
+        match result {
+            Err(e) if e.is_failover() => {
+                if let Ok(mut at) = self.failed_at.lock() {
+                    *at = Some(Instant::now());
+                }
+                if matches!(e, DisqueError::Io { .. } | DisqueError::Connect { .. }) {
+                    if shared {
+                        *self.mux.lock().await = None;
+                    }
+                    if let Ok(mut idle) = self.idle.lock() {
+                        idle.clear();
+                    }
+                }
+            }
+            Err(_) => {}
+            Ok(_) => {
+                if let Ok(mut at) = self.failed_at.lock() {
+                    *at = None;
+                }
+            }
+        }
+    }
+
+    /// True when a command failed on this node moments ago.
+    pub(crate) fn is_suspect(&self) -> bool {
+        self.failed_at
+            .lock()
+            .ok()
+            .and_then(|at| *at)
+            .is_some_and(|at| at.elapsed() < SUSPECT_FOR)
+    }
+
+    /// Drops every connection.
+    pub(crate) async fn disconnect(&self) {
+        *self.mux.lock().await = None;
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.clear();
+        }
+    }
+}
+
+/// A stable 64-bit FNV-1a hash: identical in every process and version,
+/// unlike `std`'s `DefaultHasher`.
+pub(crate) fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in *part {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        // Separator so ("ab","c") and ("a","bc") differ.
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// Rendezvous (highest random weight) score of `topic` on node `id`.
+pub(crate) fn affinity_score(topic: &str, id: &str) -> u64 {
+    fnv1a(&[topic.as_bytes(), id.as_bytes()])
+}
+
+/// Parses a `HELLO` reply: `[1, myid, [id, host, port, priority]...]`.
+/// A node reporting an empty host is reached at `dialed` (its own address
+/// as we know it).
+pub(crate) fn parse_hello(value: &Value, dialed: &str) -> Option<(String, Vec<NodeInfo>)> {
+    let Value::Array(items) = value else {
+        return None;
+    };
+    let myid = as_string(items.get(1)?)?;
+    let mut nodes = Vec::new();
+    for entry in items.iter().skip(2) {
+        let Value::Array(fields) = entry else {
+            return None;
+        };
+        let id = as_string(fields.first()?)?;
+        let host = as_string(fields.get(1)?)?;
+        let port = as_u64(fields.get(2)?)?;
+        let priority = fields.get(3).and_then(as_u64).unwrap_or(1);
+        let addr = if host.is_empty() || port == 0 {
+            if id == myid {
+                dialed.to_owned()
+            } else {
+                continue;
+            }
+        } else if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        nodes.push(NodeInfo {
+            id,
+            addr,
+            priority: u32::try_from(priority).unwrap_or(u32::MAX),
+        });
+    }
+    if !nodes.iter().any(|n| n.id == myid) {
+        nodes.push(NodeInfo {
+            id: myid.clone(),
+            addr: dialed.to_owned(),
+            priority: 1,
+        });
+    }
+    Some((myid, nodes))
+}
+
+pub(crate) fn as_string(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        Value::SimpleString(s) => Some(s.clone()),
+        Value::Okay => Some("OK".to_owned()),
+        Value::Int(i) => Some(i.to_string()),
+        _ => None,
+    }
+}
+
+pub(crate) fn as_u64(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).ok(),
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.trim().parse().ok(),
+        Value::SimpleString(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn hello_standalone_uses_dialed_address() {
+        let v = Value::Array(vec![
+            Value::Int(1),
+            bulk("abcd"),
+            Value::Array(vec![bulk("abcd"), bulk(""), bulk("7711"), bulk("1")]),
+        ]);
+        let (me, nodes) = parse_hello(&v, "10.0.0.9:7711").unwrap();
+        assert_eq!(me, "abcd");
+        assert_eq!(
+            nodes,
+            [NodeInfo {
+                id: "abcd".into(),
+                addr: "10.0.0.9:7711".into(),
+                priority: 1
+            }]
+        );
+    }
+
+    #[test]
+    fn hello_cluster() {
+        let v = Value::Array(vec![
+            Value::Int(1),
+            bulk("a"),
+            Value::Array(vec![bulk("a"), bulk("10.0.0.1"), bulk("7711"), bulk("1")]),
+            Value::Array(vec![
+                bulk("b"),
+                bulk("10.0.0.2"),
+                Value::Int(7712),
+                bulk("100"),
+            ]),
+        ]);
+        let (_, nodes) = parse_hello(&v, "x:1").unwrap();
+        assert_eq!(nodes[1].addr, "10.0.0.2:7712");
+        assert_eq!(nodes[1].priority, 100);
+        assert!(parse_hello(&Value::Nil, "x:1").is_none());
+    }
+
+    #[test]
+    fn affinity_is_stable_and_spread() {
+        assert_eq!(affinity_score("t", "n1"), affinity_score("t", "n1"));
+        let ids = ["n1", "n2", "n3"];
+        let mut wins = [0usize; 3];
+        for i in 0..300 {
+            let topic = format!("topic-{i}");
+            let best = (0..3)
+                .max_by_key(|&k| affinity_score(&topic, ids[k]))
+                .unwrap();
+            wins[best] += 1;
+        }
+        assert!(wins.iter().all(|&w| w > 50), "{wins:?}");
+    }
+}

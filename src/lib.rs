@@ -1,0 +1,57 @@
+//! # ezmq
+//!
+//! One easy, trait-based messaging API for Rust services — push, delayed
+//! push, consume listeners, distributed cron, broadcast groups and
+//! request-reply — over real brokers. The first backend is
+//! [Disque](https://github.com/antirez/disque); an embedded
+//! Disque-compatible server ([`server`], feature `embedded`, on by default)
+//! runs the same code in one process.
+//!
+//! This crate gathers the parts: [`ezmq_core`] (traits, jobs, listener
+//! runtime), [`disque`] (the backend), [`crontab`], [`broadcast`] and
+//! [`request_reply`]. Import the [`prelude`] to get every extension trait.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use ezmq::prelude::*;
+//!
+//! # #[tokio::main] async fn main() -> ezmq::Result<()> {
+//! let client = ezmq::connect_url("disque://127.0.0.1:7711").await?;
+//! client
+//!     .add_consume_listener("emails", |job: ezmq::Job| async move {
+//!         println!("sending {:?}", job.body());
+//!         Ok::<(), std::io::Error>(())
+//!     })
+//!     .await?;
+//! client.push("emails", "hello".into()).await?;
+//! client.shutdown(Duration::from_secs(5)).await?;
+//! # Ok(()) }
+//! ```
+
+pub use ezmq_core::*;
+
+pub use ezmq_disque::{connect, connect_url, DisqueBackend, DisqueClient, DisqueConfig};
+
+/// The Disque backend: configuration, connection, node discovery.
+pub use ezmq_disque as disque;
+
+/// Distributed cron: each tick runs once across every process.
+pub use ezmq_crontab as crontab;
+
+/// Fan-out by group: every group gets each message, one member per group.
+pub use ezmq_broadcast as broadcast;
+
+/// Request-reply over queues.
+pub use ezmq_request_reply as request_reply;
+
+/// The embedded Disque-compatible server.
+#[cfg(feature = "embedded")]
+pub use ezmq_disque_server as server;
+
+/// Every trait needed to call ezmq methods: `use ezmq::prelude::*;`.
+pub mod prelude {
+    pub use ezmq_broadcast::BroadcastExt;
+    pub use ezmq_core::{MqClient, MqClientExt};
+    pub use ezmq_crontab::CrontabExt;
+    pub use ezmq_request_reply::RequestReplyExt;
+}
