@@ -8,6 +8,8 @@ const MAX_MULTIBULK_ARGS: usize = 1024 * 1024;
 const MAX_INLINE_BYTES: usize = 64 * 1024;
 /// Cap on any capacity reservation driven by a client-supplied length.
 const MAX_PREALLOC_ARGS: usize = 1024;
+/// Cap on buffer space reserved ahead for an announced bulk length.
+const MAX_PREALLOC_BYTES: usize = 1024 * 1024;
 
 /// Result of trying to parse one request from the read buffer.
 #[derive(Debug)]
@@ -23,8 +25,8 @@ pub(crate) enum Parsed {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ProtocolError(pub(crate) String);
 
-/// Finds `\r\n` (or a bare `\n` when `allow_lf`) from `start`, returns the
-/// index of the line end and the index after the terminator.
+/// Finds the first line end from `start`; returns the index of its `\r`
+/// (`None` when no complete `\r\n`-terminated line is buffered).
 fn find_crlf(buf: &[u8], start: usize) -> Option<usize> {
     let rest = buf.get(start..)?;
     let pos = memchr_nl(rest)?;
@@ -60,42 +62,62 @@ fn parse_len(line: &[u8]) -> Option<i64> {
     Some(if neg { -v } else { v })
 }
 
+/// Progress through a partially received multibulk request, so that a
+/// request arriving in many pieces is parsed in linear time.
+#[derive(Debug, Default)]
+pub(crate) struct MultibulkState {
+    /// Number of arguments announced by the `*<n>` header (0 = no header yet).
+    count: usize,
+    /// Offset of the next unparsed argument header.
+    pos: usize,
+    /// Offsets and lengths of the arguments parsed so far.
+    spans: Vec<(usize, usize)>,
+}
+
 /// Tries to parse one request from `buf`. On success the consumed bytes are
-/// removed from `buf`.
+/// removed from `buf`. `state` carries progress between calls and must be
+/// reused for the same buffer.
 pub(crate) fn parse_request(
     buf: &mut BytesMut,
+    state: &mut MultibulkState,
     max_request: usize,
 ) -> Result<Parsed, ProtocolError> {
     if buf.is_empty() {
         return Ok(Parsed::Incomplete);
     }
     if buf[0] == b'*' {
-        parse_multibulk(buf, max_request)
+        parse_multibulk(buf, state, max_request)
     } else {
         parse_inline(buf)
     }
 }
 
-fn parse_multibulk(buf: &mut BytesMut, max_request: usize) -> Result<Parsed, ProtocolError> {
-    let Some(end) = find_crlf(buf, 0) else {
-        if buf.len() > MAX_INLINE_BYTES {
-            return Err(ProtocolError("too big mbulk count string".into()));
+fn parse_multibulk(
+    buf: &mut BytesMut,
+    st: &mut MultibulkState,
+    max_request: usize,
+) -> Result<Parsed, ProtocolError> {
+    if st.count == 0 {
+        let Some(end) = find_crlf(buf, 0) else {
+            if buf.len() > MAX_INLINE_BYTES {
+                return Err(ProtocolError("too big mbulk count string".into()));
+            }
+            return Ok(Parsed::Incomplete);
+        };
+        let count = match parse_len(&buf[1..end]) {
+            Some(n) if n <= MAX_MULTIBULK_ARGS as i64 => n,
+            _ => return Err(ProtocolError("invalid multibulk length".into())),
+        };
+        if count <= 0 {
+            buf.advance(end + 2);
+            return Ok(Parsed::Command(Vec::new()));
         }
-        return Ok(Parsed::Incomplete);
-    };
-    let count = match parse_len(&buf[1..end]) {
-        Some(n) if n <= MAX_MULTIBULK_ARGS as i64 => n,
-        _ => return Err(ProtocolError("invalid multibulk length".into())),
-    };
-    let mut pos = end + 2;
-    if count <= 0 {
-        buf.advance(pos);
-        return Ok(Parsed::Command(Vec::new()));
+        st.count = count as usize;
+        st.pos = end + 2;
+        st.spans = Vec::with_capacity(st.count.min(MAX_PREALLOC_ARGS));
     }
-    let count = count as usize;
-    // First pass: validate and locate every argument without copying.
-    let mut spans: Vec<(usize, usize)> = Vec::with_capacity(count.min(MAX_PREALLOC_ARGS));
-    for _ in 0..count {
+    while st.spans.len() < st.count {
+        let pos = st.pos;
         if pos >= buf.len() {
             return Ok(Parsed::Incomplete);
         }
@@ -114,29 +136,30 @@ fn parse_multibulk(buf: &mut BytesMut, max_request: usize) -> Result<Parsed, Pro
             _ => return Err(ProtocolError("invalid bulk length".into())),
         };
         let start = lend + 2;
+        if start + len + 2 > max_request.saturating_add(64 * 1024) {
+            return Err(ProtocolError("request too large".into()));
+        }
         if buf.len() < start + len + 2 {
-            if start + len + 2 > max_request.saturating_add(64 * 1024) && start > max_request {
-                return Err(ProtocolError("request too large".into()));
-            }
-            // Reserve room for the rest of this argument (bounded by max_request).
+            // Reserve room for the rest of this argument, but never more than
+            // a small cap on the word of the client alone.
             let need = start + len + 2 - buf.len();
-            buf.reserve(need.min(max_request));
+            buf.reserve(need.min(MAX_PREALLOC_BYTES));
             return Ok(Parsed::Incomplete);
         }
         if &buf[start + len..start + len + 2] != b"\r\n" {
             return Err(ProtocolError("bulk string not terminated by CRLF".into()));
         }
-        spans.push((start, len));
-        pos = start + len + 2;
-        if pos > max_request.saturating_add(64 * 1024) {
-            return Err(ProtocolError("request too large".into()));
-        }
+        st.spans.push((start, len));
+        st.pos = start + len + 2;
     }
-    let frozen = buf.split_to(pos).freeze();
-    let args = spans
-        .into_iter()
+    let frozen = buf.split_to(st.pos).freeze();
+    let args = st
+        .spans
+        .drain(..)
         .map(|(s, l)| frozen.slice(s..s + l))
         .collect();
+    st.count = 0;
+    st.pos = 0;
     Ok(Parsed::Command(args))
 }
 
@@ -261,7 +284,7 @@ mod tests {
 
     fn parse(input: &[u8]) -> Result<Parsed, ProtocolError> {
         let mut b = BytesMut::from(input);
-        parse_request(&mut b, 1 << 20)
+        parse_request(&mut b, &mut MultibulkState::default(), 1 << 20)
     }
 
     #[test]
@@ -274,6 +297,24 @@ mod tests {
         assert!(parse(b"*abc\r\n").is_err());
         assert!(parse(b"*1\r\n+PING\r\n").is_err());
         assert!(parse(b"*1\r\n$99999999999\r\n").is_err());
+    }
+
+    #[test]
+    fn multibulk_in_pieces() {
+        let full = b"*3\r\n$6\r\nADDJOB\r\n$1\r\nq\r\n$4\r\nbody\r\n*1\r\n$4\r\nPING\r\n";
+        let mut st = MultibulkState::default();
+        let mut b = BytesMut::new();
+        let mut got = Vec::new();
+        for &byte in full.iter() {
+            b.extend_from_slice(&[byte]);
+            while let Ok(Parsed::Command(a)) = parse_request(&mut b, &mut st, 1 << 20) {
+                got.push(a);
+            }
+        }
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0][2], Bytes::from("body"));
+        assert_eq!(got[1][0], Bytes::from("PING"));
+        assert!(b.is_empty());
     }
 
     #[test]

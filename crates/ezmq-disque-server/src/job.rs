@@ -24,8 +24,7 @@ impl JobId {
     /// Validates the shape of a job ID exactly like Disque (length, `D-`
     /// prefix, `-` at offsets 10 and 35) and returns it.
     pub(crate) fn parse(b: &[u8]) -> Option<JobId> {
-        if b.len() != JOB_ID_LEN || b[0] != b'D' || b[1] != b'-' || b[10] != b'-' || b[35] != b'-'
-        {
+        if b.len() != JOB_ID_LEN || b[0] != b'D' || b[1] != b'-' || b[10] != b'-' || b[35] != b'-' {
             return None;
         }
         let mut id = [0u8; JOB_ID_LEN];
@@ -40,7 +39,7 @@ impl JobId {
 
     /// The ID as a `Bytes` value.
     pub(crate) fn to_bytes(self) -> Bytes {
-        Bytes::copy_from_slice(&self.0)
+        Bytes::copy_from_slice(self.as_bytes())
     }
 
     /// Generates a new ID for a job created by the node whose ID starts with
@@ -216,7 +215,10 @@ mod tests {
         assert_eq!(&id.0[36..], b"05a1");
         assert_eq!(&JobId::generate(&p, &mut rng, 86400, 0).0[36..], b"05a0");
         assert_eq!(&JobId::generate(&p, &mut rng, 119, 0).0[36..], b"0000");
-        assert_eq!(&JobId::generate(&p, &mut rng, 65535 * 180, 1).0[36..], b"ffff");
+        assert_eq!(
+            &JobId::generate(&p, &mut rng, 65535 * 180, 1).0[36..],
+            b"ffff"
+        );
         assert!(JobId::parse(b"D-zzzzzzzz-????????????????????????-zzzz").is_some());
         assert!(JobId::parse(b"d-zzzzzzzz-????????????????????????-zzzz").is_none());
     }

@@ -44,7 +44,11 @@ pub(crate) fn parse_i64(b: &[u8]) -> Option<i64> {
     if b.is_empty() || b.len() > 20 {
         return None;
     }
-    let (neg, digits) = if b[0] == b'-' { (true, &b[1..]) } else { (false, b) };
+    let (neg, digits) = if b[0] == b'-' {
+        (true, &b[1..])
+    } else {
+        (false, b)
+    };
     if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
         return None;
     }

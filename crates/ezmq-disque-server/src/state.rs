@@ -70,7 +70,7 @@ pub(crate) struct Waiter {
 #[derive(Debug)]
 pub(crate) struct Store {
     pub(crate) prefix: [u8; 8],
-    pub(crate) jobs: HashMap<JobId, Job>,
+    pub(crate) jobs: HashMap<JobId, Box<Job>>,
     pub(crate) job_scan: BTreeMap<u64, JobId>,
     pub(crate) queues: HashMap<Bytes, Queue>,
     pub(crate) queue_scan: BTreeMap<u64, Bytes>,
@@ -118,13 +118,17 @@ impl Store {
     /// Looks a queue up, creating it when missing.
     pub(crate) fn queue_mut(&mut self, name: &Bytes) -> &mut Queue {
         if !self.queues.contains_key(name) {
+            // Copy the name so it does not pin a whole request buffer.
+            let owned = Bytes::copy_from_slice(name);
             let seq = self.seq();
-            self.queue_scan.insert(seq, name.clone());
+            self.queue_scan.insert(seq, owned.clone());
             self.queues
-                .insert(name.clone(), Queue::new(name.clone(), now_s(), seq));
+                .insert(owned.clone(), Queue::new(owned, now_s(), seq));
         }
         // The entry exists now.
-        self.queues.entry(name.clone()).or_insert_with(|| Queue::new(name.clone(), 0, 0))
+        self.queues
+            .entry(name.clone())
+            .or_insert_with(|| Queue::new(name.clone(), 0, 0))
     }
 
     /// Registers a freshly created job and schedules it.
@@ -133,7 +137,7 @@ impl Store {
         self.used_memory += job.mem_size();
         self.job_scan.insert(job.seq, job.id);
         let id = job.id;
-        self.jobs.insert(id, job);
+        self.jobs.insert(id, Box::new(job));
         self.schedule(id);
     }
 
@@ -339,8 +343,8 @@ impl Store {
                 continue;
             }
             if job.state == JobState::Active && job.qtime != 0 && job.qtime <= now {
-                let paused_in = job.retry != 0
-                    && self.queues.get(&job.queue).is_some_and(|q| q.paused_in);
+                let paused_in =
+                    job.retry != 0 && self.queues.get(&job.queue).is_some_and(|q| q.paused_in);
                 if paused_in {
                     job.qtime = now + job.retry * 1000;
                 } else {
@@ -393,6 +397,7 @@ impl Store {
         delay: i64,
         now: u64,
     ) -> JobId {
+        let queue = self.queue_mut(&queue).name.clone();
         let prefix = self.prefix;
         let id = JobId::generate(&prefix, &mut self.rng, ttl, retry);
         let ctime = self.new_ctime(now);

@@ -1,0 +1,116 @@
+//! QLEN, QPEEK, QSTAT, PAUSE.
+
+use super::{is, not_int, syntax_error};
+use crate::frame::Frame;
+use crate::parse::Parse;
+use crate::queue::pause_name;
+use crate::state::{now, Node};
+use crate::timers::now_s;
+use bytes::Bytes;
+
+/// `QLEN queue`.
+pub(crate) fn qlen(node: &Node, args: &[Bytes]) -> Frame {
+    let store = node.store();
+    Frame::Integer(store.queues.get(&args[0]).map_or(0, |q| q.len() as i64))
+}
+
+/// `QPEEK queue count`: oldest first, or newest first when negative.
+pub(crate) fn qpeek(node: &Node, args: &[Bytes]) -> Frame {
+    let mut p = Parse::new(args);
+    let (Some(name), Some(count)) = (p.next_bytes(), p.next_int()) else {
+        return not_int();
+    };
+    let Some(count) = count else {
+        return not_int();
+    };
+    if !p.finish() {
+        return syntax_error();
+    }
+    let store = node.store();
+    let Some(q) = store.queues.get(name) else {
+        return Frame::Array(vec![]);
+    };
+    let n = count.unsigned_abs().min(q.len() as u64) as usize;
+    let pick = |(_, id): &(u64, crate::job::JobId)| store.job_entry(id, false);
+    let out: Vec<Frame> = if count >= 0 {
+        q.jobs.iter().take(n).map(pick).collect()
+    } else {
+        q.jobs.iter().rev().take(n).map(pick).collect()
+    };
+    Frame::Array(out)
+}
+
+/// `QSTAT queue`.
+pub(crate) fn qstat(node: &Node, args: &[Bytes]) -> Frame {
+    let store = node.store();
+    let Some(q) = store.queues.get(&args[0]) else {
+        return Frame::NullArray;
+    };
+    let now = now_s();
+    Frame::Array(vec![
+        Frame::bulk_static("name"),
+        Frame::Bulk(q.name.clone()),
+        Frame::bulk_static("len"),
+        Frame::Integer(q.len() as i64),
+        Frame::bulk_static("age"),
+        Frame::Integer(now.saturating_sub(q.ctime) as i64),
+        Frame::bulk_static("idle"),
+        Frame::Integer(now.saturating_sub(q.atime) as i64),
+        Frame::bulk_static("blocked"),
+        Frame::Integer(q.blocked.len() as i64),
+        Frame::bulk_static("import-from"),
+        Frame::Array(vec![]),
+        Frame::bulk_static("import-rate"),
+        Frame::Integer(0),
+        Frame::bulk_static("jobs-in"),
+        Frame::Integer(q.jobs_in as i64),
+        Frame::bulk_static("jobs-out"),
+        Frame::Integer(q.jobs_out as i64),
+        Frame::bulk_static("pause"),
+        Frame::bulk_static(q.pause_name()),
+    ])
+}
+
+/// `PAUSE queue option ...` with options in/out/all/none/state/bcast.
+pub(crate) fn pause(node: &Node, args: &[Bytes]) -> Frame {
+    let qname = &args[0];
+    let (mut pin, mut pout, mut update) = (false, false, false);
+    for opt in &args[1..] {
+        if is(opt, "none") {
+            pin = false;
+            pout = false;
+            update = true;
+        } else if is(opt, "in") {
+            pin = true;
+            update = true;
+        } else if is(opt, "out") {
+            pout = true;
+            update = true;
+        } else if is(opt, "all") {
+            pin = true;
+            pout = true;
+            update = true;
+        } else if is(opt, "state") || is(opt, "bcast") {
+            // Nothing to change; a single node has no one to broadcast to.
+        } else {
+            return syntax_error();
+        }
+    }
+    let now = now();
+    let mut store = node.store();
+    let exists = store.queues.contains_key(qname);
+    let state = if update && (exists || pin || pout) {
+        let q = store.queue_mut(qname);
+        let was_out = q.paused_out;
+        q.paused_in = pin;
+        q.paused_out = pout;
+        let name = q.name.clone();
+        if was_out && !pout {
+            store.serve_waiters(&name, now);
+        }
+        pause_name(pin, pout)
+    } else {
+        store.queues.get(qname).map_or("none", |q| q.pause_name())
+    };
+    Frame::Status(Bytes::from_static(state.as_bytes()))
+}

@@ -1,0 +1,128 @@
+//! HELLO, INFO, PING, AUTH.
+
+use super::{arity_error, syntax_error, Session};
+use crate::frame::Frame;
+use crate::parse::Parse;
+use crate::state::Node;
+use crate::timers::now_s;
+use bytes::Bytes;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+/// Version reported by INFO.
+pub(crate) const DISQUE_VERSION: &str = "1.0-rc1";
+
+/// `HELLO`: protocol version, own ID, and the known nodes.
+pub(crate) fn hello(node: &Node, _args: &[Bytes]) -> Frame {
+    let id = Bytes::copy_from_slice(node.id.as_bytes());
+    Frame::Array(vec![
+        Frame::Integer(1),
+        Frame::Bulk(id.clone()),
+        Frame::Array(vec![
+            Frame::Bulk(id),
+            Frame::Bulk(Bytes::new()),
+            Frame::Bulk(Bytes::from(node.port.to_string())),
+            Frame::bulk_static("1"),
+        ]),
+    ])
+}
+
+/// `PING [message]`.
+pub(crate) fn ping(_node: &Node, args: &[Bytes]) -> Frame {
+    let mut p = Parse::new(args);
+    match p.remaining() {
+        0 => Frame::status("PONG"),
+        1 => p
+            .next_bytes()
+            .map_or_else(|| arity_error("ping"), |m| Frame::Bulk(m.clone())),
+        _ => arity_error("ping"),
+    }
+}
+
+/// `AUTH password`.
+pub(crate) fn auth(node: &Node, sess: &mut Session, args: &[Bytes]) -> Frame {
+    let Some(pass) = &node.requirepass else {
+        return Frame::error("ERR Client sent AUTH, but no password is set");
+    };
+    if constant_time_eq(pass.as_bytes(), &args[0]) {
+        sess.authed = true;
+        Frame::status("OK")
+    } else {
+        sess.authed = false;
+        Frame::error("ERR invalid password")
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `INFO [section]`.
+pub(crate) fn info(node: &Node, args: &[Bytes]) -> Frame {
+    if args.len() > 1 {
+        return syntax_error();
+    }
+    let section = args
+        .first()
+        .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
+        .unwrap_or_else(|| "default".to_string());
+    let all = section == "default" || section == "all";
+    let (jobs, queues, blocked, mem) = {
+        let store = node.store();
+        (
+            store.jobs.len(),
+            store.queues.len(),
+            store.waiters.len(),
+            store.used_memory,
+        )
+    };
+    let mut out = String::new();
+    let mut sections = 0;
+    let mut begin = |out: &mut String, name: &str| {
+        if sections > 0 {
+            out.push_str("\r\n");
+        }
+        sections += 1;
+        let _ = write!(out, "# {name}\r\n");
+    };
+    if all || section == "server" {
+        begin(&mut out, "Server");
+        let _ = write!(
+            out,
+            "disque_version:{DISQUE_VERSION}\r\ndisque_mode:standalone\r\nos:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nrun_id:{}\r\n",
+            std::env::consts::OS,
+            std::process::id(),
+            node.port,
+            now_s().saturating_sub(node.started_s),
+            node.id,
+        );
+    }
+    if all || section == "clients" {
+        begin(&mut out, "Clients");
+        let _ = write!(
+            out,
+            "connected_clients:{}\r\nblocked_clients:{blocked}\r\n",
+            node.connected_clients.load(Ordering::Relaxed)
+        );
+    }
+    if all || section == "memory" {
+        begin(&mut out, "Memory");
+        let _ = write!(
+            out,
+            "used_memory:{mem}\r\nmaxmemory:{}\r\n",
+            node.max_memory
+        );
+    }
+    if all || section == "jobs" {
+        begin(&mut out, "Jobs");
+        let _ = write!(out, "registered_jobs:{jobs}\r\n");
+    }
+    if all || section == "queues" {
+        begin(&mut out, "Queues");
+        let _ = write!(out, "registered_queues:{queues}\r\n");
+    }
+    Frame::Bulk(Bytes::from(out))
+}

@@ -1,0 +1,216 @@
+//! A Disque-compatible (1.0-rc1) in-memory job queue server, single node.
+//!
+//! It speaks RESP2 over TCP like antirez's Disque and implements ADDJOB,
+//! GETJOB, ACKJOB, FASTACK, NACK, WORKING, DELJOB, SHOW, ENQUEUE, DEQUEUE,
+//! QLEN, QPEEK, QSTAT, QSCAN, JSCAN, PAUSE, HELLO, INFO, PING, AUTH and QUIT.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), ezmq_disque_server::Error> {
+//! use ezmq_disque_server::{EmbeddedDisque, ServerConfig};
+//! let server = EmbeddedDisque::start(ServerConfig::default().with_port(0)).await?;
+//! println!("listening on {} as node {}", server.addr(), server.node_id());
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+
+mod cmd;
+mod connection;
+mod frame;
+mod job;
+mod parse;
+mod queue;
+mod server;
+mod shutdown;
+mod state;
+mod timers;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_util::sync::{CancellationToken, DropGuard};
+use tokio_util::task::TaskTracker;
+
+/// Default Disque port.
+pub const DEFAULT_PORT: u16 = 7711;
+
+/// Errors returned by the server library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The configured node ID is not 40 hex characters.
+    #[error("invalid node id {0:?}: expected 40 hex characters")]
+    InvalidNodeId(String),
+    /// The listening socket could not be bound.
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        /// Address that was requested.
+        addr: SocketAddr,
+        /// Underlying I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Any other I/O error.
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Server configuration (builder style).
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    bind: IpAddr,
+    port: u16,
+    node_id: Option<String>,
+    requirepass: Option<String>,
+    max_clients: usize,
+    max_request_bytes: usize,
+    max_memory_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: DEFAULT_PORT,
+            node_id: None,
+            requirepass: None,
+            max_clients: 10_000,
+            max_request_bytes: 64 * 1024 * 1024,
+            max_memory_bytes: 0,
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Address to listen on (default 127.0.0.1).
+    pub fn with_bind(mut self, bind: IpAddr) -> Self {
+        self.bind = bind;
+        self
+    }
+
+    /// TCP port (default 7711; 0 picks any free port).
+    pub fn with_port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Fixed node ID (40 hex chars); random when not set.
+    pub fn with_node_id(mut self, id: String) -> Self {
+        self.node_id = Some(id);
+        self
+    }
+
+    /// Password required through AUTH before any other command.
+    pub fn with_requirepass(mut self, pass: Option<String>) -> Self {
+        self.requirepass = pass;
+        self
+    }
+
+    /// Maximum number of simultaneous clients (default 10000).
+    pub fn with_max_clients(mut self, n: usize) -> Self {
+        self.max_clients = n;
+        self
+    }
+
+    /// Maximum size of one request (default 64 MiB).
+    pub fn with_max_request_bytes(mut self, n: usize) -> Self {
+        self.max_request_bytes = n;
+        self
+    }
+
+    /// Approximate memory for stored jobs past which ADDJOB is refused
+    /// (0 = unlimited, the default).
+    pub fn with_max_memory_bytes(mut self, n: usize) -> Self {
+        self.max_memory_bytes = n;
+        self
+    }
+}
+
+/// A running server embedded in the current Tokio runtime.
+///
+/// Dropping it stops every task it spawned; [`EmbeddedDisque::shutdown`]
+/// also waits for them.
+#[derive(Debug)]
+pub struct EmbeddedDisque {
+    addr: SocketAddr,
+    node: Arc<state::Node>,
+    token: CancellationToken,
+    tracker: TaskTracker,
+    _guard: DropGuard,
+}
+
+fn normalize_node_id(id: &str) -> Result<String, Error> {
+    if id.len() == 40 && id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(id.to_ascii_lowercase())
+    } else {
+        Err(Error::InvalidNodeId(id.to_string()))
+    }
+}
+
+impl EmbeddedDisque {
+    /// Binds the listener and starts serving.
+    pub async fn start(config: ServerConfig) -> Result<EmbeddedDisque, Error> {
+        let node_id = match &config.node_id {
+            Some(id) => normalize_node_id(id)?,
+            None => job::Rng::new().hex40(),
+        };
+        let want = SocketAddr::new(config.bind, config.port);
+        let listener = TcpListener::bind(want)
+            .await
+            .map_err(|source| Error::Bind { addr: want, source })?;
+        let addr = listener.local_addr()?;
+        let node = Arc::new(state::Node::new(
+            node_id,
+            addr.port(),
+            config.requirepass.clone(),
+            config.max_memory_bytes,
+            config.max_request_bytes.max(1024),
+        ));
+        let token = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        tracker.spawn(timers::run(node.clone(), token.clone()));
+        tracker.spawn(server::accept_loop(
+            listener,
+            node.clone(),
+            shutdown::Shutdown::new(token.clone()),
+            tracker.clone(),
+            config.max_clients.max(1),
+        ));
+        tracing::info!(%addr, node = %node.id, "disque server listening");
+        Ok(EmbeddedDisque {
+            addr,
+            node,
+            _guard: token.clone().drop_guard(),
+            token,
+            tracker,
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// This node's 40-hex-char ID.
+    pub fn node_id(&self) -> &str {
+        &self.node.id
+    }
+
+    /// Stops accepting, closes every connection and waits for all tasks.
+    pub async fn shutdown(self) {
+        self.token.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_id_validation() {
+        assert!(normalize_node_id(&"A".repeat(40)).is_ok());
+        assert!(normalize_node_id("abc").is_err());
+        assert!(normalize_node_id(&"g".repeat(40)).is_err());
+    }
+}

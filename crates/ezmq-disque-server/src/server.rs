@@ -1,0 +1,203 @@
+//! Accept loop and per-connection handling.
+
+use crate::cmd::{dispatch, Blocked, Outcome, Session};
+use crate::connection::{parse_request, MultibulkState, Parsed, ProtocolError};
+use crate::frame::Frame;
+use crate::shutdown::Shutdown;
+use crate::state::Node;
+use bytes::{BufMut, BytesMut};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, warn};
+
+/// Flush the reply buffer early once it grows past this size.
+const WRITE_FLUSH_BYTES: usize = 64 * 1024;
+/// Read buffer growth step.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Accepts connections until shutdown.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    node: Arc<Node>,
+    shutdown: Shutdown,
+    tracker: TaskTracker,
+    max_clients: usize,
+) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.recv() => return,
+            r = listener.accept() => r,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                tokio::select! {
+                    _ = shutdown.recv() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                }
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let n = node.connected_clients.fetch_add(1, Ordering::AcqRel) + 1;
+        if n > max_clients {
+            node.connected_clients.fetch_sub(1, Ordering::AcqRel);
+            debug!(%peer, "refusing client: max clients reached");
+            tracker.spawn(async move {
+                let mut stream = stream;
+                let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                    let _ = stream
+                        .write_all(b"-ERR max number of clients reached\r\n")
+                        .await;
+                    let _ = stream.shutdown().await;
+                })
+                .await;
+            });
+            continue;
+        }
+        let node = node.clone();
+        let shutdown = shutdown.clone();
+        tracker.spawn(async move {
+            debug!(%peer, "client connected");
+            handle(&node, stream, &shutdown).await;
+            node.connected_clients.fetch_sub(1, Ordering::AcqRel);
+            debug!(%peer, "client disconnected");
+        });
+    }
+}
+
+async fn flush(stream: &mut TcpStream, wbuf: &mut BytesMut) -> bool {
+    if wbuf.is_empty() {
+        return true;
+    }
+    let ok = stream.write_all(wbuf).await.is_ok();
+    wbuf.clear();
+    ok
+}
+
+/// Serves one client until it quits, disconnects, errs, or shutdown.
+async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
+    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut wbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut sess = Session {
+        authed: node.requirepass.is_none(),
+    };
+    let limit = node.max_request.saturating_add(64 * 1024);
+    let mut pstate = MultibulkState::default();
+    loop {
+        loop {
+            match parse_request(&mut rbuf, &mut pstate, node.max_request) {
+                Ok(Parsed::Incomplete) => break,
+                Ok(Parsed::Command(args)) => match dispatch(node, &mut sess, &args) {
+                    Outcome::Reply(f) => f.write_to(&mut wbuf),
+                    Outcome::NoReply => {}
+                    Outcome::Quit => {
+                        wbuf.put_slice(b"+OK\r\n");
+                        flush(&mut stream, &mut wbuf).await;
+                        let _ = stream.shutdown().await;
+                        return;
+                    }
+                    Outcome::Block(b) => {
+                        if !flush(&mut stream, &mut wbuf).await {
+                            node.store().remove_waiter(b.wid);
+                            return;
+                        }
+                        match wait_blocked(node, &mut stream, &mut rbuf, b, shutdown, limit).await {
+                            Some(f) => f.write_to(&mut wbuf),
+                            None => return,
+                        }
+                    }
+                },
+                Err(ProtocolError(msg)) => {
+                    protocol_error(&mut stream, &mut wbuf, &msg).await;
+                    return;
+                }
+            }
+            if wbuf.len() >= WRITE_FLUSH_BYTES && !flush(&mut stream, &mut wbuf).await {
+                return;
+            }
+        }
+        if !flush(&mut stream, &mut wbuf).await {
+            return;
+        }
+        if rbuf.len() > limit {
+            protocol_error(&mut stream, &mut wbuf, "too big request").await;
+            return;
+        }
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
+            rbuf.reserve(READ_CHUNK);
+        }
+        let r = tokio::select! {
+            _ = shutdown.recv() => return,
+            r = stream.read_buf(&mut rbuf) => r,
+        };
+        match r {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+async fn protocol_error(stream: &mut TcpStream, wbuf: &mut BytesMut, msg: &str) {
+    Frame::error_owned(format!("ERR Protocol error: {msg}")).write_to(wbuf);
+    flush(stream, wbuf).await;
+    let _ = stream.shutdown().await;
+}
+
+/// Waits for a blocked GETJOB to be served, time out, or the client to go
+/// away (`None`: close the connection; the waiter is forgotten).
+async fn wait_blocked(
+    node: &Node,
+    stream: &mut TcpStream,
+    rbuf: &mut BytesMut,
+    blocked: Blocked,
+    shutdown: &Shutdown,
+    limit: usize,
+) -> Option<Frame> {
+    let Blocked {
+        wid,
+        mut rx,
+        timeout_ms,
+    } = blocked;
+    let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms));
+    let timer = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::pin!(timer);
+    loop {
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && rbuf.len() < limit {
+            rbuf.reserve(READ_CHUNK);
+        }
+        tokio::select! {
+            r = &mut rx => return Some(r.unwrap_or(Frame::NullArray)),
+            _ = &mut timer => {
+                let removed = node.store().remove_waiter(wid);
+                if removed {
+                    return Some(Frame::NullArray);
+                }
+                return Some(rx.try_recv().unwrap_or(Frame::NullArray));
+            }
+            r = stream.read_buf(rbuf), if rbuf.len() < limit => {
+                match r {
+                    Ok(0) | Err(_) => {
+                        node.store().remove_waiter(wid);
+                        return None;
+                    }
+                    Ok(_) => {}
+                }
+            }
+            _ = shutdown.recv() => {
+                node.store().remove_waiter(wid);
+                return None;
+            }
+        }
+    }
+}
