@@ -84,10 +84,9 @@ pub trait BroadcastExt {
 
     /// [`BroadcastExt::add_broadcast_listener`] with explicit options.
     ///
-    /// With [`DeadLetter::Default`](ezmq_core::DeadLetter::Default), jobs
-    /// that failed for good go to the internal queue
-    /// `__ezmq|bc|<topic>|<group>.dead-letter`; name a topic with
-    /// [`ConsumeOptions::with_dead_letter_topic`] to consume them.
+    /// With [`DeadLetter::Default`](ezmq_core::DeadLetter::Default), copies
+    /// that failed for good go to the topic `<topic>.<group>.dead-letter`,
+    /// which a normal consume listener can read.
     ///
     /// Fails for an invalid topic ([`Error::InvalidTopic`]) or group name
     /// ([`Error::InvalidOption`] for `group`: same rules as a topic),
@@ -282,6 +281,13 @@ async fn add_member<B: Backend>(
     client.ensure_open()?;
     let state = state(client);
 
+    // The group queue is internal; its dead letters go to a user topic.
+    let options = match options.dead_letter {
+        ezmq_core::DeadLetter::Default => {
+            options.with_dead_letter_topic(format!("{topic}.{group}.dead-letter"))
+        }
+        _ => options,
+    };
     let listener = client.listen_to(queue, handler, options)?;
     let mut announcer = Announcer::new(
         Arc::clone(client.backend()),

@@ -494,3 +494,52 @@ async fn bad_input_is_rejected_with_clear_errors() {
     let err = client.push_broadcast(&topic, "x".into()).await.unwrap_err();
     assert!(matches!(err, Error::Shutdown), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_copies_go_to_a_readable_per_group_dead_letter_topic() {
+    init_tracing();
+    let broker = TestBroker::start().await;
+    let topic = broker.unique_topic("bc-dead");
+    let client = client_with(&broker, BroadcastConfig::new()).await;
+    let options = ConsumeOptions::new().with_max_attempts(1);
+    client
+        .add_broadcast_listener_with(
+            &topic,
+            "billing",
+            Arc::new(handler_fn(|_job: Job| async {
+                Err::<(), _>(std::io::Error::other("ledger offline"))
+            })),
+            options,
+        )
+        .await
+        .unwrap();
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let dead_topic = format!("{topic}.billing.dead-letter");
+    client
+        .add_listener(
+            &dead_topic,
+            Arc::new(handler_fn(move |job: Job| {
+                let tx = tx.clone();
+                async move {
+                    tx.send(job.json::<ezmq_disque::DeadLetterRecord>()?).ok();
+                    Ok::<(), Error>(())
+                }
+            })),
+            ConsumeOptions::new(),
+        )
+        .await
+        .unwrap();
+
+    client
+        .push_broadcast(&topic, "invoice".into())
+        .await
+        .unwrap();
+    let record = tokio::time::timeout(PATIENCE, rx.recv())
+        .await
+        .expect("no dead letter arrived")
+        .unwrap();
+    assert!(record.error.contains("ledger offline"), "{}", record.error);
+    assert_eq!(record.body(), "invoice".as_bytes());
+    client.shutdown(Duration::from_secs(1)).await.unwrap();
+}
