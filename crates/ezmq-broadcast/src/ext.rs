@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::{
-    handler_fn, Backend, BoxError, Client, ConsumeOptions, Handler, Job, Permanent, PushOptions,
+    handler_fn, json_handler, Backend, BoxError, Client, ConsumeOptions, Handler, Job, PushOptions,
     Result,
 };
 use futures::StreamExt;
@@ -121,7 +121,7 @@ pub trait BroadcastExt {
 
     /// Joins `group` of `topic` with a closure that receives every message
     /// decoded as JSON `T`. A message that does not decode is a
-    /// [`Permanent`] failure: it is dead-lettered without retries.
+    /// [`Permanent`](ezmq_core::Permanent) failure: it is dead-lettered without retries.
     async fn add_broadcast_json_listener<T, F, Fut, E>(
         &self,
         topic: &str,
@@ -152,16 +152,7 @@ pub trait BroadcastExt {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        let f = Arc::new(f);
-        let handler = handler_fn(move |job: Job| {
-            let f = Arc::clone(&f);
-            async move {
-                let value: T = job
-                    .json()
-                    .map_err(|e| -> BoxError { Box::new(Permanent::new(e)) })?;
-                f(value).await.map_err(Into::into)
-            }
-        });
+        let handler = json_handler(f);
         self.add_broadcast_listener_with(topic, group, Arc::new(handler), options)
             .await
     }

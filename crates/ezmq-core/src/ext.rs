@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::consume_options::ConsumeOptions;
 use crate::error::{BoxError, Result};
-use crate::handler::{handler_fn, Permanent};
+use crate::handler::{handler_fn, json_handler};
 use crate::job::{Job, JobId};
 use crate::listener::ListenerHandle;
 use crate::mq_client::MqClient;
@@ -85,7 +85,7 @@ pub trait MqClientExt: MqClient {
     }
 
     /// Starts a listener that decodes every job as JSON `T`. A job that does
-    /// not decode is a [`Permanent`] failure: it goes to the dead-letter
+    /// not decode is a [`Permanent`](crate::Permanent) failure: it goes to the dead-letter
     /// topic without retries.
     async fn add_json_listener<T, F, Fut, E>(&self, topic: &str, f: F) -> Result<ListenerHandle>
     where
@@ -111,16 +111,7 @@ pub trait MqClientExt: MqClient {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        let f = Arc::new(f);
-        let handler = handler_fn(move |job: Job| {
-            let f = Arc::clone(&f);
-            async move {
-                let value: T = job
-                    .json()
-                    .map_err(|e| -> BoxError { Box::new(Permanent::new(e)) })?;
-                f(value).await.map_err(Into::into)
-            }
-        });
+        let handler = json_handler(f);
         self.add_listener(topic, Arc::new(handler), options).await
     }
 }

@@ -2,8 +2,10 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use serde::de::DeserializeOwned;
 
 use crate::error::BoxError;
 use crate::job::Job;
@@ -61,6 +63,41 @@ where
     async fn handle(&self, job: Job) -> Result<(), BoxError> {
         (self.0)(job).await.map_err(Into::into)
     }
+}
+
+/// Turns `async |value: T| -> Result<(), E>` into a [`Handler`] that decodes
+/// every job as JSON `T` first. A job that does not decode is a
+/// [`Permanent`] failure (dead-lettered without retries).
+///
+/// ```
+/// use ezmq_core::json_handler;
+///
+/// #[derive(serde::Deserialize)]
+/// struct Email { to: String }
+///
+/// let h = json_handler(|email: Email| async move {
+///     println!("sending to {}", email.to);
+///     Ok::<(), std::io::Error>(())
+/// });
+/// # let _ = h;
+/// ```
+pub fn json_handler<T, F, Fut, E>(f: F) -> impl Handler
+where
+    T: DeserializeOwned + Send + 'static,
+    F: Fn(T) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send + 'static,
+    E: Into<BoxError> + 'static,
+{
+    let f = Arc::new(f);
+    handler_fn(move |job: Job| {
+        let f = Arc::clone(&f);
+        async move {
+            let value: T = job
+                .json()
+                .map_err(|e| -> BoxError { Box::new(Permanent::new(e)) })?;
+            f(value).await.map_err(Into::into)
+        }
+    })
 }
 
 /// A handler error that no retry can fix (bad payload, unknown record): the

@@ -26,7 +26,7 @@ pub use client::{Client, ClientConfig};
 pub use consume_options::{Backoff, ConsumeOptions, DeadLetter};
 pub use error::{BoxError, Error, Result};
 pub use ext::MqClientExt;
-pub use handler::{handler_fn, Handler, HandlerFn, Permanent};
+pub use handler::{handler_fn, json_handler, Handler, HandlerFn, Permanent};
 pub use job::{Job, JobId};
 pub use listener::{DeadLetterRecord, ListenerHandle};
 pub use mq_client::MqClient;
