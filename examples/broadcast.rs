@@ -56,7 +56,10 @@ async fn main() -> anyhow::Result<()> {
             Duration::from_secs(2),
         )
         .await?;
-    info!(groups = receipt.group_count(), "delayed event broadcast (2s)");
+    info!(
+        groups = receipt.group_count(),
+        "delayed event broadcast (2s)"
+    );
 
     // 7 events x 2 groups.
     for _ in 0..14 {

@@ -27,10 +27,14 @@ async fn main() -> anyhow::Result<()> {
 
     // Every five seconds, on whichever process wins the tick.
     client
-        .add_crontab("report", "0/5 * * * * *", move |tick: DateTime<Utc>| async move {
-            info!(%tick, pid = me, "building the report for this tick");
-            Ok::<(), anyhow::Error>(())
-        })
+        .add_crontab(
+            "report",
+            "0/5 * * * * *",
+            move |tick: DateTime<Utc>| async move {
+                info!(%tick, pid = me, "building the report for this tick");
+                Ok::<(), anyhow::Error>(())
+            },
+        )
         .await?;
     for cron in client.crontabs() {
         info!(name = %cron.name, next = %cron.next_tick.map(|t| t.to_string()).unwrap_or_default(), "registered");

@@ -49,7 +49,10 @@ async fn main() -> anyhow::Result<()> {
     // Running jobs get 10 s to finish; jobs not started stay in the queue.
     client.shutdown(Duration::from_secs(10)).await?;
     let check = ezmq::connect(support_config(&server)).await?;
-    info!(left = check.queue_len("slow.jobs").await?, "jobs left for the next worker");
+    info!(
+        left = check.queue_len("slow.jobs").await?,
+        "jobs left for the next worker"
+    );
     check.shutdown(Duration::from_secs(1)).await?;
     if let Some(server) = server {
         server.shutdown().await;

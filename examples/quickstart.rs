@@ -65,7 +65,11 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     let pushed = Instant::now();
     client
-        .push_delay("quickstart.reminders", "renew".into(), Duration::from_secs(2))
+        .push_delay(
+            "quickstart.reminders",
+            "renew".into(),
+            Duration::from_secs(2),
+        )
         .await?;
     info!("[delay] pushed a reminder due in 2s");
     let body = recv(&mut rx, deadline, "delay").await?;
@@ -79,14 +83,18 @@ async fn main() -> anyhow::Result<()> {
     //    each tick would still run once).
     let (tx, mut rx) = mpsc::channel(4);
     client
-        .add_crontab("quickstart-report", "* * * * * *", move |tick: DateTime<Utc>| {
-            let tx = tx.clone();
-            async move {
-                info!(%tick, "[cron] report tick");
-                let _ = tx.send(tick).await;
-                Ok::<(), anyhow::Error>(())
-            }
-        })
+        .add_crontab(
+            "quickstart-report",
+            "* * * * * *",
+            move |tick: DateTime<Utc>| {
+                let tx = tx.clone();
+                async move {
+                    info!(%tick, "[cron] report tick");
+                    let _ = tx.send(tick).await;
+                    Ok::<(), anyhow::Error>(())
+                }
+            },
+        )
         .await?;
     for _ in 0..2 {
         recv(&mut rx, deadline, "cron").await?;

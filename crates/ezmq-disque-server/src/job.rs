@@ -141,12 +141,28 @@ pub(crate) struct Job {
     pub(crate) seq: u64,
     /// Key of this job in the timer set (0 = not scheduled).
     pub(crate) timer: u64,
+    /// Cluster only: bus indexes of the nodes holding a copy (this node
+    /// included). Empty on a standalone node, where SHOW lists only itself.
+    pub(crate) nodes: Vec<u16>,
+    /// Cluster only: a dummy ACK for an unknown job (no queue, no body).
+    pub(crate) dummy: bool,
+    /// Cluster only: WILLQUEUE was sent; queue at `qtime` unless another
+    /// node answers that the job is queued there.
+    pub(crate) willqueue: bool,
 }
 
 impl Job {
     /// Approximate memory used by the job.
     pub(crate) fn mem_size(&self) -> usize {
         self.body.len() + self.queue.len() + 256
+    }
+
+    /// The ttl field of the ID is odd: the job was created with RETRY > 0.
+    pub(crate) fn id_has_retry(id: &JobId) -> bool {
+        matches!(
+            id.0[39],
+            b'1' | b'3' | b'5' | b'7' | b'9' | b'b' | b'd' | b'f' | b'B' | b'D' | b'F'
+        )
     }
 
     /// Next time the timer must look at this job.

@@ -1,4 +1,6 @@
-//! A Disque-compatible (1.0-rc1) in-memory job queue server, single node.
+//! A Disque-compatible (1.0-rc1) in-memory job queue server: a single node
+//! ([`EmbeddedDisque`]) or an in-process cluster of nodes for tests
+//! ([`EmbeddedCluster`]).
 //!
 //! It speaks RESP2 over TCP like antirez's Disque and implements ADDJOB,
 //! GETJOB, ACKJOB, FASTACK, NACK, WORKING, DELJOB, SHOW, ENQUEUE, DEQUEUE,
@@ -14,6 +16,7 @@
 //! # }
 //! ```
 
+mod cluster;
 mod cmd;
 mod connection;
 mod frame;
@@ -24,6 +27,8 @@ mod server;
 mod shutdown;
 mod state;
 mod timers;
+
+pub use cluster::{ClusterNode, EmbeddedCluster};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -49,6 +54,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A cluster needs between 1 and 65535 nodes (and ports).
+    #[error("invalid cluster size {0}")]
+    InvalidClusterSize(usize),
     /// Any other I/O error.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
@@ -146,6 +154,13 @@ fn normalize_node_id(id: &str) -> Result<String, Error> {
     }
 }
 
+/// Binds a listening socket.
+pub(crate) async fn bind(want: SocketAddr) -> Result<TcpListener, Error> {
+    TcpListener::bind(want)
+        .await
+        .map_err(|source| Error::Bind { addr: want, source })
+}
+
 impl EmbeddedDisque {
     /// Binds the listener and starts serving.
     pub async fn start(config: ServerConfig) -> Result<EmbeddedDisque, Error> {
@@ -153,21 +168,40 @@ impl EmbeddedDisque {
             Some(id) => normalize_node_id(id)?,
             None => job::Rng::new().hex40(),
         };
-        let want = SocketAddr::new(config.bind, config.port);
-        let listener = TcpListener::bind(want)
-            .await
-            .map_err(|source| Error::Bind { addr: want, source })?;
+        let listener = bind(SocketAddr::new(config.bind, config.port)).await?;
+        Self::launch(listener, &config, node_id, None)
+    }
+
+    /// Starts serving on `listener`; with `cluster`, as a node of an
+    /// [`EmbeddedCluster`] (its bus link and inbox).
+    pub(crate) fn launch(
+        listener: TcpListener,
+        config: &ServerConfig,
+        node_id: String,
+        cluster: Option<(
+            cluster::Link,
+            tokio::sync::mpsc::UnboundedReceiver<cluster::Envelope>,
+        )>,
+    ) -> Result<EmbeddedDisque, Error> {
         let addr = listener.local_addr()?;
+        let (link, inbox) = match cluster {
+            Some((link, rx)) => (Some(link), Some(rx)),
+            None => (None, None),
+        };
         let node = Arc::new(state::Node::new(
             node_id,
             addr.port(),
             config.requirepass.clone(),
             config.max_memory_bytes,
             config.max_request_bytes.max(1024),
+            link,
         ));
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();
         tracker.spawn(timers::run(node.clone(), token.clone()));
+        if let Some(rx) = inbox {
+            tracker.spawn(cluster::run(node.clone(), rx, token.clone()));
+        }
         tracker.spawn(server::accept_loop(
             listener,
             node.clone(),

@@ -1,7 +1,7 @@
 //! `ezmq-disque-server`: a Disque-compatible job queue server.
 
 use clap::Parser;
-use ezmq_disque_server::{EmbeddedDisque, ServerConfig, DEFAULT_PORT};
+use ezmq_disque_server::{EmbeddedCluster, EmbeddedDisque, ServerConfig, DEFAULT_PORT};
 use std::io::Write;
 use std::net::IpAddr;
 
@@ -10,9 +10,13 @@ use std::net::IpAddr;
 #[command(
     name = "ezmq-disque-server",
     version,
-    about = "Disque-compatible job queue server (single node)"
+    about = "Disque-compatible job queue server (single node, or an in-process cluster)"
 )]
 struct Args {
+    /// Run N cluster nodes in this process, on ports P, P+1, ... (with
+    /// `--port 0`: any free ports); 0 = a standalone node.
+    #[arg(long, default_value_t = 0, conflicts_with = "node_id")]
+    cluster: usize,
     /// TCP port to listen on (0 = any free port).
     #[arg(long, default_value_t = DEFAULT_PORT)]
     port: u16,
@@ -81,6 +85,27 @@ async fn run(args: Args) -> std::process::ExitCode {
         .with_max_request_bytes(args.max_request_bytes);
     if let Some(id) = args.node_id {
         config = config.with_node_id(id);
+    }
+    if args.cluster > 0 {
+        let cluster = match EmbeddedCluster::start_with(args.cluster, config).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("ezmq-disque-server: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        };
+        {
+            let mut out = std::io::stdout().lock();
+            for i in 0..cluster.len() {
+                let n = cluster.node(i);
+                let _ = writeln!(out, "ready on {} node {}", n.addr, n.node_id);
+            }
+            let _ = out.flush();
+        }
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        cluster.shutdown().await;
+        return std::process::ExitCode::SUCCESS;
     }
     let server = match EmbeddedDisque::start(config).await {
         Ok(s) => s,

@@ -22,6 +22,8 @@ pub(crate) struct Queue {
     pub(crate) jobs_out: u64,
     /// Scan sequence number (QSCAN cursor order).
     pub(crate) seq: u64,
+    /// Cluster only: bus indexes of the nodes jobs were imported from.
+    pub(crate) import_from: Vec<u16>,
 }
 
 impl Queue {
@@ -38,6 +40,7 @@ impl Queue {
             jobs_in: 0,
             jobs_out: 0,
             seq,
+            import_from: Vec::new(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Accept loop and per-connection handling.
 
-use crate::cmd::{dispatch, Blocked, Outcome, Session};
+use crate::cluster::replication;
+use crate::cmd::{dispatch, Blocked, Outcome, Replicating, Session};
 use crate::connection::{parse_request, MultibulkState, Parsed, ProtocolError};
 use crate::frame::Frame;
 use crate::shutdown::Shutdown;
@@ -102,6 +103,17 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
                         let _ = stream.shutdown().await;
                         return;
                     }
+                    Outcome::Replicate(r) => {
+                        if !flush(&mut stream, &mut wbuf).await {
+                            return;
+                        }
+                        match wait_replicated(node, &mut stream, &mut rbuf, r, shutdown, limit)
+                            .await
+                        {
+                            Some(f) => f.write_to(&mut wbuf),
+                            None => return,
+                        }
+                    }
                     Outcome::Block(b) => {
                         if !flush(&mut stream, &mut wbuf).await {
                             node.store().remove_waiter(b.wid);
@@ -147,6 +159,36 @@ async fn protocol_error(stream: &mut TcpStream, wbuf: &mut BytesMut, msg: &str) 
     Frame::error_owned(format!("ERR Protocol error: {msg}")).write_to(wbuf);
     flush(stream, wbuf).await;
     let _ = stream.shutdown().await;
+}
+
+/// Waits for the replicas of a synchronous cluster ADDJOB (`None`: the
+/// client went away or shutdown; the job is then removed like on timeout).
+async fn wait_replicated(
+    node: &Node,
+    stream: &mut TcpStream,
+    rbuf: &mut BytesMut,
+    pending: Replicating,
+    shutdown: &Shutdown,
+    limit: usize,
+) -> Option<Frame> {
+    let id = pending.id;
+    let wait = replication::wait_replicated(node, pending);
+    tokio::pin!(wait);
+    loop {
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && rbuf.len() < limit {
+            rbuf.reserve(READ_CHUNK);
+        }
+        tokio::select! {
+            f = &mut wait => return Some(f),
+            r = stream.read_buf(rbuf), if rbuf.len() < limit => {
+                if matches!(r, Ok(0) | Err(_)) {
+                    replication::abandon(node, id);
+                    return None;
+                }
+            }
+            _ = shutdown.recv() => return None,
+        }
+    }
 }
 
 /// Waits for a blocked GETJOB to be served, time out, or the client to go

@@ -1,6 +1,7 @@
 //! The node and its store: jobs, queues, timers and blocked clients, all
 //! behind one `std::sync::Mutex` (never held across an `.await`).
 
+use crate::cluster::{AckWait, Link, ReplWait};
 use crate::frame::Frame;
 use crate::job::{Job, JobId, JobState, Rng};
 use crate::queue::Queue;
@@ -24,6 +25,8 @@ pub(crate) struct Node {
     pub(crate) max_request: usize,
     pub(crate) started_s: u64,
     pub(crate) connected_clients: AtomicUsize,
+    /// The cluster bus, `None` for a standalone node.
+    pub(crate) link: Option<Link>,
     store: Mutex<Store>,
 }
 
@@ -35,13 +38,15 @@ impl Node {
         requirepass: Option<String>,
         max_memory: usize,
         max_request: usize,
+        link: Option<Link>,
     ) -> Node {
         let mut prefix = [b'0'; 8];
         for (d, s) in prefix.iter_mut().zip(id.bytes()) {
             *d = s;
         }
         Node {
-            store: Mutex::new(Store::new(prefix)),
+            store: Mutex::new(Store::new(prefix, link.clone())),
+            link,
             id,
             port,
             requirepass,
@@ -80,10 +85,16 @@ pub(crate) struct Store {
     pub(crate) prev_ctime: u64,
     pub(crate) rng: Rng,
     pub(crate) used_memory: usize,
+    /// The cluster bus, `None` for a standalone node.
+    pub(crate) link: Option<Link>,
+    /// Cluster only: jobs waiting for replicas to confirm their copy.
+    pub(crate) repl_wait: HashMap<JobId, ReplWait>,
+    /// Cluster only: acked jobs waiting for the other holders to confirm.
+    pub(crate) acking: HashMap<JobId, AckWait>,
 }
 
 impl Store {
-    fn new(prefix: [u8; 8]) -> Store {
+    fn new(prefix: [u8; 8], link: Option<Link>) -> Store {
         Store {
             prefix,
             jobs: HashMap::new(),
@@ -96,6 +107,9 @@ impl Store {
             prev_ctime: 0,
             rng: Rng::new(),
             used_memory: 0,
+            link,
+            repl_wait: HashMap::new(),
+            acking: HashMap::new(),
         }
     }
 
@@ -155,6 +169,10 @@ impl Store {
             self.timers.remove(&(job.timer, job.id));
         }
         self.job_scan.remove(&job.seq);
+        if self.link.is_some() {
+            self.repl_wait.remove(id);
+            self.acking.remove(id);
+        }
         self.used_memory = self.used_memory.saturating_sub(job.mem_size());
         true
     }
@@ -202,8 +220,12 @@ impl Store {
         } else {
             job.queued_before = true;
         }
+        job.willqueue = false;
         let key = (job.ctime, job.id);
         let qname = job.queue.clone();
+        if self.link.is_some() && job.nodes.len() > 1 {
+            self.notify_queued(id);
+        }
         self.schedule(id);
         let q = self.queue_mut(&qname);
         q.jobs.insert(key);
@@ -347,6 +369,10 @@ impl Store {
                     job.retry != 0 && self.queues.get(&job.queue).is_some_and(|q| q.paused_in);
                 if paused_in {
                     job.qtime = now + job.retry * 1000;
+                } else if self.link.is_some() && job.nodes.len() > 1 && !job.willqueue {
+                    // Ask the other holders first: one of them may have
+                    // the job queued already.
+                    self.will_queue(id, now);
                 } else {
                     self.enqueue(id, false, now);
                 }
@@ -397,12 +423,33 @@ impl Store {
         delay: i64,
         now: u64,
     ) -> JobId {
+        let job = self.build_job(queue, body, repl, ttl, retry, delay, now);
+        let id = job.id;
+        self.register_job(job);
+        if delay == 0 {
+            self.enqueue(id, false, now);
+        }
+        id
+    }
+
+    /// A new job (not registered yet) in state `active`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build_job(
+        &mut self,
+        queue: Bytes,
+        body: Bytes,
+        repl: u16,
+        ttl: i64,
+        retry: i64,
+        delay: i64,
+        now: u64,
+    ) -> Job {
         let queue = self.queue_mut(&queue).name.clone();
         let prefix = self.prefix;
         let id = JobId::generate(&prefix, &mut self.rng, ttl, retry);
         let ctime = self.new_ctime(now);
         let (ttl, retry, delay) = (ttl as u64, retry as u64, delay as u64);
-        let job = Job {
+        Job {
             id,
             queue,
             body,
@@ -423,12 +470,10 @@ impl Store {
             queued_before: false,
             seq: 0,
             timer: 0,
-        };
-        self.register_job(job);
-        if delay == 0 {
-            self.enqueue(id, false, now);
+            nodes: Vec::new(),
+            dummy: false,
+            willqueue: false,
         }
-        id
     }
 }
 

@@ -22,7 +22,7 @@ use std::sync::Once;
 use std::time::Duration;
 
 use ezmq_disque::{DisqueClient, DisqueConfig};
-use ezmq_disque_server::{EmbeddedDisque, ServerConfig};
+use ezmq_disque_server::{EmbeddedCluster, EmbeddedDisque, ServerConfig};
 use rand::Rng;
 use tokio::sync::Mutex;
 
@@ -150,6 +150,125 @@ impl TestBroker {
     /// `prefix` plus a random suffix, so tests can share a server.
     pub fn unique_topic(&self, prefix: &str) -> String {
         unique_topic(prefix)
+    }
+}
+
+/// An embedded multi-node Disque cluster for one test
+/// ([`ezmq_disque_server::EmbeddedCluster`]): `n` nodes in this process, each
+/// on its own free port, with kill / restart / partition hooks.
+///
+/// ```no_run
+/// # async fn demo() {
+/// use ezmq_test_support::TestCluster;
+/// use ezmq_disque::MqClient;
+///
+/// let cluster = TestCluster::start(3).await;
+/// let client = cluster.client().await; // seeded with every node
+/// let topic = cluster.unique_topic("orders");
+/// client.push(&topic, "x".into()).await.unwrap();
+/// cluster.kill(0).await;       // its port closes, its jobs are lost
+/// cluster.restart(0).await;    // back empty, same port and node id
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct TestCluster {
+    cluster: EmbeddedCluster,
+}
+
+impl TestCluster {
+    /// Starts `n` embedded nodes on free local ports. Panics when they
+    /// cannot start (a test helper, not library code).
+    pub async fn start(n: usize) -> TestCluster {
+        let cluster = EmbeddedCluster::start(n)
+            .await
+            .expect("start the embedded Disque cluster");
+        TestCluster { cluster }
+    }
+
+    /// The underlying cluster (node ids, partitions, ...).
+    pub fn cluster(&self) -> &EmbeddedCluster {
+        &self.cluster
+    }
+
+    /// Every node's address (`host:port`), in node order.
+    pub fn addrs(&self) -> Vec<String> {
+        self.cluster.addrs().iter().map(|a| a.to_string()).collect()
+    }
+
+    /// Node `i`'s address (`host:port`).
+    pub fn addr(&self, i: usize) -> String {
+        self.cluster.node(i).addr.to_string()
+    }
+
+    /// Node `i`'s id.
+    pub fn node_id(&self, i: usize) -> String {
+        self.cluster.node(i).node_id
+    }
+
+    /// A client configuration seeded with every node, with short timeouts
+    /// suited to tests.
+    pub fn config(&self) -> DisqueConfig {
+        self.config_seeded(&self.addrs())
+    }
+
+    /// Like [`TestCluster::config`] but seeded with the given addresses only
+    /// (the rest of the cluster is learned with HELLO).
+    pub fn config_seeded(&self, seeds: &[String]) -> DisqueConfig {
+        DisqueConfig::default()
+            .with_seeds(seeds.to_vec())
+            .with_connect_timeout(Duration::from_secs(2))
+            .with_command_timeout(Duration::from_secs(3))
+            .with_refresh_interval(Duration::from_millis(500))
+            .with_retry_backoff(Duration::from_millis(50))
+    }
+
+    /// A connected client seeded with every node. Panics when connecting
+    /// fails.
+    pub async fn client(&self) -> DisqueClient {
+        ezmq_disque::connect(self.config())
+            .await
+            .expect("connect to the test cluster")
+    }
+
+    /// A connected client seeded with node `i` only.
+    pub async fn client_seeded(&self, i: usize) -> DisqueClient {
+        ezmq_disque::connect(self.config_seeded(&[self.addr(i)]))
+            .await
+            .expect("connect to the test cluster")
+    }
+
+    /// Kills node `i`: its port closes and its jobs are lost.
+    pub async fn kill(&self, i: usize) {
+        self.cluster.kill(i).await;
+    }
+
+    /// Restarts node `i` empty, on the same port with the same node id.
+    /// Panics when the port cannot be bound again within 10 s.
+    pub async fn restart(&self, i: usize) {
+        self.cluster
+            .restart(i)
+            .await
+            .expect("restart the cluster node");
+    }
+
+    /// Cuts node `i` off from the other nodes (it keeps serving clients).
+    pub fn partition(&self, i: usize) {
+        self.cluster.partition(i);
+    }
+
+    /// Reconnects a partitioned node.
+    pub fn heal(&self, i: usize) {
+        self.cluster.heal(i);
+    }
+
+    /// `prefix` plus a random suffix.
+    pub fn unique_topic(&self, prefix: &str) -> String {
+        unique_topic(prefix)
+    }
+
+    /// Stops every node and waits for their tasks (dropping also stops them).
+    pub async fn shutdown(self) {
+        self.cluster.shutdown().await;
     }
 }
 

@@ -16,14 +16,29 @@ fn delete_all(node: &Node, args: &[Bytes]) -> Frame {
     Frame::Integer(n as i64)
 }
 
-/// `ACKJOB id ...`: on a single node the job is deleted at once.
+/// `ACKJOB id ...`: on a single node the job is deleted at once; in a
+/// cluster a replicated job stays `acked` until the other holders confirm.
 pub(crate) fn ackjob(node: &Node, args: &[Bytes]) -> Frame {
-    delete_all(node, args)
+    if node.link.is_none() {
+        return delete_all(node, args);
+    }
+    let ids = match parse_ids(args) {
+        Ok(ids) => ids,
+        Err(e) => return e,
+    };
+    Frame::Integer(node.store().cluster_ack(&ids, now()))
 }
 
-/// `FASTACK id ...`.
+/// `FASTACK id ...`: in a cluster every reachable node is told too.
 pub(crate) fn fastack(node: &Node, args: &[Bytes]) -> Frame {
-    delete_all(node, args)
+    if node.link.is_none() {
+        return delete_all(node, args);
+    }
+    let ids = match parse_ids(args) {
+        Ok(ids) => ids,
+        Err(e) => return e,
+    };
+    Frame::Integer(node.store().cluster_fastack(&ids))
 }
 
 /// `DELJOB id ...`.
@@ -79,7 +94,7 @@ pub(crate) fn working(node: &Node, args: &[Bytes]) -> Frame {
     };
     let now = now();
     let mut store = node.store();
-    let Some(job) = store.jobs.get(&id) else {
+    let Some(job) = store.jobs.get(&id).filter(|j| !j.dummy) else {
         return Frame::error("NOJOB Job not known in the context of this node.");
     };
     let created = job.ctime / 1_000_000;
@@ -98,5 +113,8 @@ pub(crate) fn working(node: &Node, args: &[Bytes]) -> Frame {
         }
     }
     store.schedule(id);
+    if node.link.is_some() {
+        store.notify_working(id);
+    }
     Frame::Integer(retry as i64)
 }

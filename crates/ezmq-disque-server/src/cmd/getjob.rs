@@ -74,6 +74,10 @@ pub(crate) fn getjob(node: &Node, args: &[Bytes]) -> Outcome {
     if !out.is_empty() {
         return Outcome::Reply(Frame::Array(out));
     }
+    if node.link.is_some() {
+        // Ask the other nodes for jobs of these queues (federation).
+        store.need_jobs(queues);
+    }
     if nohang {
         return Outcome::Reply(Frame::NullArray);
     }

@@ -26,6 +26,17 @@ pub(crate) struct Blocked {
     pub(crate) timeout_ms: u64,
 }
 
+/// A cluster ADDJOB waiting for its replicas.
+#[derive(Debug)]
+pub(crate) struct Replicating {
+    /// The job waiting in state `wait-repl`.
+    pub(crate) id: JobId,
+    /// Receives the reply once enough nodes hold a copy.
+    pub(crate) rx: oneshot::Receiver<Frame>,
+    /// The ADDJOB ms-timeout; 0 = wait forever.
+    pub(crate) timeout_ms: u64,
+}
+
 /// What the connection must do after a command.
 #[derive(Debug)]
 pub(crate) enum Outcome {
@@ -35,6 +46,8 @@ pub(crate) enum Outcome {
     NoReply,
     /// Wait for a job.
     Block(Blocked),
+    /// Wait for synchronous replication (cluster ADDJOB).
+    Replicate(Replicating),
     /// Reply `+OK` and close.
     Quit,
 }
@@ -50,6 +63,7 @@ type Handler = fn(&Node, &[Bytes]) -> Frame;
 
 enum Kind {
     Simple(Handler),
+    AddJob,
     GetJob,
     Auth,
 }
@@ -70,7 +84,7 @@ pub(crate) fn dispatch(node: &Node, sess: &mut Session, args: &[Bytes]) -> Outco
     };
     let (cname, arity, kind): (&str, i32, Kind) = match lname {
         b"quit" => return Outcome::Quit,
-        b"addjob" => ("addjob", -4, Kind::Simple(addjob::addjob)),
+        b"addjob" => ("addjob", -4, Kind::AddJob),
         b"getjob" => ("getjob", -2, Kind::GetJob),
         b"ackjob" => ("ackjob", -1, Kind::Simple(ack::ackjob)),
         b"fastack" => ("fastack", -1, Kind::Simple(ack::fastack)),
@@ -108,6 +122,7 @@ pub(crate) fn dispatch(node: &Node, sess: &mut Session, args: &[Bytes]) -> Outco
     }
     match kind {
         Kind::Simple(h) => Outcome::Reply(h(node, &args[1..])),
+        Kind::AddJob => addjob::addjob(node, &args[1..]),
         Kind::GetJob => getjob::getjob(node, &args[1..]),
         Kind::Auth => Outcome::Reply(server::auth(node, sess, &args[1..])),
     }

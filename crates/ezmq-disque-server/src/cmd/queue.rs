@@ -1,10 +1,11 @@
 //! QLEN, QPEEK, QSTAT, PAUSE.
 
 use super::{is, not_int, syntax_error};
+use crate::cluster::messages::Msg;
 use crate::frame::Frame;
 use crate::parse::Parse;
 use crate::queue::pause_name;
-use crate::state::{now, Node};
+use crate::state::{now, Node, Store};
 use crate::timers::now_s;
 use bytes::Bytes;
 
@@ -59,7 +60,7 @@ pub(crate) fn qstat(node: &Node, args: &[Bytes]) -> Frame {
         Frame::bulk_static("blocked"),
         Frame::Integer(q.blocked.len() as i64),
         Frame::bulk_static("import-from"),
-        Frame::Array(vec![]),
+        Frame::Array(import_from(node, &q.import_from)),
         Frame::bulk_static("import-rate"),
         Frame::Integer(0),
         Frame::bulk_static("jobs-in"),
@@ -71,10 +72,19 @@ pub(crate) fn qstat(node: &Node, args: &[Bytes]) -> Frame {
     ])
 }
 
+fn import_from(node: &Node, from: &[u16]) -> Vec<Frame> {
+    let Some(link) = &node.link else {
+        return Vec::new();
+    };
+    from.iter()
+        .map(|&n| Frame::Bulk(Bytes::from(link.bus.id(n))))
+        .collect()
+}
+
 /// `PAUSE queue option ...` with options in/out/all/none/state/bcast.
 pub(crate) fn pause(node: &Node, args: &[Bytes]) -> Frame {
     let qname = &args[0];
-    let (mut pin, mut pout, mut update) = (false, false, false);
+    let (mut pin, mut pout, mut update, mut bcast) = (false, false, false, false);
     for opt in &args[1..] {
         if is(opt, "none") {
             pin = false;
@@ -90,27 +100,54 @@ pub(crate) fn pause(node: &Node, args: &[Bytes]) -> Frame {
             pin = true;
             pout = true;
             update = true;
-        } else if is(opt, "state") || is(opt, "bcast") {
-            // Nothing to change; a single node has no one to broadcast to.
+        } else if is(opt, "bcast") {
+            bcast = true;
+        } else if is(opt, "state") {
+            // Only reports the state.
         } else {
             return syntax_error();
         }
     }
-    let now = now();
     let mut store = node.store();
-    let exists = store.queues.contains_key(qname);
-    let state = if update && (exists || pin || pout) {
-        let q = store.queue_mut(qname);
-        let was_out = q.paused_out;
-        q.paused_in = pin;
-        q.paused_out = pout;
-        let name = q.name.clone();
-        if was_out && !pout {
-            store.serve_waiters(&name, now);
+    let state = store.apply_pause(qname, pin, pout, update, now());
+    if bcast {
+        if let Some(link) = &node.link {
+            let queue = Bytes::copy_from_slice(qname);
+            link.broadcast(|| Msg::Pause {
+                queue: queue.clone(),
+                pin,
+                pout,
+                update,
+            });
         }
-        pause_name(pin, pout)
-    } else {
-        store.queues.get(qname).map_or("none", |q| q.pause_name())
-    };
+    }
     Frame::Status(Bytes::from_static(state.as_bytes()))
+}
+
+impl Store {
+    /// Sets the pause state of a queue (when `update`) and returns it.
+    /// `PAUSE q none` on an unknown queue does not create it.
+    pub(crate) fn apply_pause(
+        &mut self,
+        qname: &Bytes,
+        pin: bool,
+        pout: bool,
+        update: bool,
+        now: u64,
+    ) -> &'static str {
+        let exists = self.queues.contains_key(qname);
+        if update && (exists || pin || pout) {
+            let q = self.queue_mut(qname);
+            let was_out = q.paused_out;
+            q.paused_in = pin;
+            q.paused_out = pout;
+            let name = q.name.clone();
+            if was_out && !pout {
+                self.serve_waiters(&name, now);
+            }
+            pause_name(pin, pout)
+        } else {
+            self.queues.get(qname).map_or("none", |q| q.pause_name())
+        }
+    }
 }

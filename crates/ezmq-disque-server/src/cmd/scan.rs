@@ -172,7 +172,7 @@ pub(crate) fn jscan(node: &Node, args: &[Bytes]) -> Frame {
         count,
         busyloop,
         |id| {
-            let Some(job) = store.jobs.get(id) else {
+            let Some(job) = store.jobs.get(id).filter(|j| !j.dummy) else {
                 return false;
             };
             if queue.is_some_and(|q| q != &job.queue) {
@@ -182,7 +182,7 @@ pub(crate) fn jscan(node: &Node, args: &[Bytes]) -> Frame {
                 return false;
             }
             out.push(if reply_all {
-                job_info(job, &node.id, now)
+                job_info(node, job, now)
             } else {
                 Frame::Status(job.id.to_bytes())
             });

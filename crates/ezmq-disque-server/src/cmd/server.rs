@@ -15,6 +15,18 @@ pub(crate) const DISQUE_VERSION: &str = "1.0-rc1";
 /// `HELLO`: protocol version, own ID, and the known nodes.
 pub(crate) fn hello(node: &Node, _args: &[Bytes]) -> Frame {
     let id = Bytes::copy_from_slice(node.id.as_bytes());
+    if let Some(link) = &node.link {
+        let mut out = vec![Frame::Integer(1), Frame::Bulk(id)];
+        for (nid, host, port, prio) in link.bus.hello(link.me) {
+            out.push(Frame::Array(vec![
+                Frame::Bulk(Bytes::from(nid)),
+                Frame::Bulk(Bytes::from(host)),
+                Frame::Bulk(Bytes::from(port.to_string())),
+                Frame::bulk_static(prio),
+            ]));
+        }
+        return Frame::Array(out);
+    }
     Frame::Array(vec![
         Frame::Integer(1),
         Frame::Bulk(id.clone()),

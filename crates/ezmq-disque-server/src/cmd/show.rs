@@ -10,7 +10,7 @@ use bytes::Bytes;
 const WILLQUEUE_ADVANCE_MS: u64 = 500;
 
 /// The SHOW reply for a job.
-pub(crate) fn job_info(job: &Job, node_id: &str, now: u64) -> Frame {
+pub(crate) fn job_info(node: &Node, job: &Job, now: u64) -> Frame {
     let ms_until = |t: u64| t.saturating_sub(now) as i64;
     let next_requeue = if job.qtime == 0 {
         Frame::NullBulk
@@ -30,7 +30,11 @@ pub(crate) fn job_info(job: &Job, node_id: &str, now: u64) -> Frame {
         Frame::bulk_static("id"),
         Frame::Bulk(job.id.to_bytes()),
         Frame::bulk_static("queue"),
-        Frame::Bulk(job.queue.clone()),
+        if job.dummy {
+            Frame::NullBulk
+        } else {
+            Frame::Bulk(job.queue.clone())
+        },
         Frame::bulk_static("state"),
         Frame::bulk_static(job.state.name()),
         Frame::bulk_static("repl"),
@@ -48,9 +52,7 @@ pub(crate) fn job_info(job: &Job, node_id: &str, now: u64) -> Frame {
         Frame::bulk_static("additional-deliveries"),
         Frame::Integer(job.deliveries as i64),
         Frame::bulk_static("nodes-delivered"),
-        Frame::Array(vec![Frame::Bulk(Bytes::copy_from_slice(
-            node_id.as_bytes(),
-        ))]),
+        Frame::Array(nodes_delivered(node, job)),
         Frame::bulk_static("nodes-confirmed"),
         Frame::Array(vec![]),
         Frame::bulk_static("next-requeue-within"),
@@ -58,8 +60,23 @@ pub(crate) fn job_info(job: &Job, node_id: &str, now: u64) -> Frame {
         Frame::bulk_static("next-awake-within"),
         Frame::Integer(ms_until(awake)),
         Frame::bulk_static("body"),
-        Frame::Bulk(job.body.clone()),
+        if job.dummy {
+            Frame::NullBulk
+        } else {
+            Frame::Bulk(job.body.clone())
+        },
     ])
+}
+
+fn nodes_delivered(node: &Node, job: &Job) -> Vec<Frame> {
+    match &node.link {
+        Some(link) => job
+            .nodes
+            .iter()
+            .map(|&n| Frame::Bulk(Bytes::from(link.bus.id(n))))
+            .collect(),
+        None => vec![Frame::Bulk(Bytes::copy_from_slice(node.id.as_bytes()))],
+    }
 }
 
 /// `SHOW id`.
@@ -70,7 +87,7 @@ pub(crate) fn show(node: &Node, args: &[Bytes]) -> Frame {
     let now = now();
     let store = node.store();
     match store.jobs.get(&id) {
-        Some(job) => job_info(job, &node.id, now),
+        Some(job) => job_info(node, job, now),
         None => Frame::NullBulk,
     }
 }

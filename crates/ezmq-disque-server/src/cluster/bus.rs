@@ -1,0 +1,176 @@
+//! The in-process cluster bus: node slots, reachability (kill, partition)
+//! and message delivery through one unbounded channel per node.
+
+use super::messages::Msg;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// HELLO priority of a healthy node.
+pub(crate) const PRIORITY_OK: &str = "1";
+/// HELLO priority of a node that is down or cut off (Disque's `PFAIL`).
+pub(crate) const PRIORITY_FAILING: &str = "10";
+
+/// A message with the bus index of its sender.
+#[derive(Debug)]
+pub(crate) struct Envelope {
+    pub(crate) from: u16,
+    pub(crate) msg: Msg,
+}
+
+/// One node slot. Its id, host and port never change (a restarted node
+/// comes back with the same identity).
+#[derive(Debug)]
+pub(crate) struct Peer {
+    pub(crate) id: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// Inbox of the running node; `None` while it is down.
+    tx: Option<UnboundedSender<Envelope>>,
+    /// Cut off from every other node (it still serves its clients).
+    cut: bool,
+}
+
+/// The cluster bus shared by all nodes of an [`crate::EmbeddedCluster`].
+#[derive(Debug)]
+pub(crate) struct Bus {
+    peers: RwLock<Vec<Peer>>,
+}
+
+impl Bus {
+    /// A bus with the given `(id, host, port)` slots, all down.
+    pub(crate) fn new(slots: Vec<(String, String, u16)>) -> Bus {
+        let peers = slots
+            .into_iter()
+            .map(|(id, host, port)| Peer {
+                id,
+                host,
+                port,
+                tx: None,
+                cut: false,
+            })
+            .collect();
+        Bus {
+            peers: RwLock::new(peers),
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Vec<Peer>> {
+        self.peers.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Vec<Peer>> {
+        self.peers.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Number of nodes in the cluster (up or not).
+    pub(crate) fn size(&self) -> usize {
+        self.read().len()
+    }
+
+    /// The node id of slot `i`.
+    pub(crate) fn id(&self, i: u16) -> String {
+        self.read()[usize::from(i)].id.clone()
+    }
+
+    /// Marks slot `i` up with the inbox of its new incarnation.
+    pub(crate) fn set_up(&self, i: usize, tx: UnboundedSender<Envelope>) {
+        self.write()[i].tx = Some(tx);
+    }
+
+    /// Marks slot `i` down (killed): its inbox is dropped.
+    pub(crate) fn set_down(&self, i: usize) {
+        self.write()[i].tx = None;
+    }
+
+    /// Cuts slot `i` off from the others (or heals it).
+    pub(crate) fn set_cut(&self, i: usize, cut: bool) {
+        self.write()[i].cut = cut;
+    }
+
+    /// True when slot `i` runs (killed nodes lost all their state).
+    pub(crate) fn is_up(&self, i: u16) -> bool {
+        self.read()
+            .get(usize::from(i))
+            .is_some_and(|p| p.tx.is_some())
+    }
+
+    fn link_ok(peers: &[Peer], a: u16, b: u16) -> bool {
+        let (Some(pa), Some(pb)) = (peers.get(usize::from(a)), peers.get(usize::from(b))) else {
+            return false;
+        };
+        a == b || (pa.tx.is_some() && pb.tx.is_some() && !pa.cut && !pb.cut)
+    }
+
+    /// Slots other than `from` that `from` can talk to right now.
+    pub(crate) fn reachable_peers(&self, from: u16) -> Vec<u16> {
+        let peers = self.read();
+        (0..peers.len() as u16)
+            .filter(|&j| j != from && Self::link_ok(&peers, from, j))
+            .collect()
+    }
+
+    /// Delivers `msg` from `from` to `to` unless the link is down.
+    pub(crate) fn send(&self, from: u16, to: u16, msg: Msg) -> bool {
+        if from == to {
+            return false;
+        }
+        let peers = self.read();
+        if !Self::link_ok(&peers, from, to) {
+            return false;
+        }
+        match &peers[usize::from(to)].tx {
+            Some(tx) => tx.send(Envelope { from, msg }).is_ok(),
+            None => false,
+        }
+    }
+
+    /// `(id, host, port, priority)` of every node as seen by `me`, own
+    /// entry first.
+    pub(crate) fn hello(&self, me: u16) -> Vec<(String, String, u16, &'static str)> {
+        let peers = self.read();
+        let mut order: Vec<u16> = vec![me];
+        order.extend((0..peers.len() as u16).filter(|&j| j != me));
+        order
+            .into_iter()
+            .map(|j| {
+                let p = &peers[usize::from(j)];
+                let prio = if Self::link_ok(&peers, me, j) {
+                    PRIORITY_OK
+                } else {
+                    PRIORITY_FAILING
+                };
+                (p.id.clone(), p.host.clone(), p.port, prio)
+            })
+            .collect()
+    }
+}
+
+/// A node's handle on the bus.
+#[derive(Debug, Clone)]
+pub(crate) struct Link {
+    pub(crate) bus: std::sync::Arc<Bus>,
+    pub(crate) me: u16,
+}
+
+impl Link {
+    /// Sends one message.
+    pub(crate) fn send(&self, to: u16, msg: Msg) -> bool {
+        self.bus.send(self.me, to, msg)
+    }
+
+    /// Sends a message built by `make` to every node of `nodes` but this one.
+    pub(crate) fn send_each(&self, nodes: &[u16], make: impl Fn() -> Msg) {
+        for &n in nodes {
+            if n != self.me {
+                self.bus.send(self.me, n, make());
+            }
+        }
+    }
+
+    /// Sends a message built by `make` to every reachable node.
+    pub(crate) fn broadcast(&self, make: impl Fn() -> Msg) {
+        for n in self.bus.reachable_peers(self.me) {
+            self.bus.send(self.me, n, make());
+        }
+    }
+}
