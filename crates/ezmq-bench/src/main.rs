@@ -1,0 +1,227 @@
+//! # ezmq-bench
+//!
+//! Measures ezmq against the raw Disque commands it sends, in the same
+//! run: push throughput, consume throughput, push → handler latency (one
+//! topic and a mixed 20-topic load), request-reply round trips and the
+//! peak RSS under the 128-task push load. Prints one markdown table per
+//! scenario (see `BENCHMARKS.md` at the repository root).
+//!
+//! ```text
+//! cargo run --release -p ezmq-bench -- [--addrs host:port,...] [--server-process]
+//!                                      [--smoke] [--scenario NAME]
+//! ```
+//!
+//! Without `--addrs` or `--server-process` the server is embedded in the
+//! bench process (client and server then share the CPU).
+
+mod counting;
+mod raw;
+mod scenario;
+mod stats;
+mod table;
+mod target;
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+
+use crate::scenario::Settings;
+use crate::table::{verdict, Table};
+use crate::target::Target;
+
+/// Errors of the bench: anything, with its message.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+/// Result of the bench.
+pub(crate) type BoxResult<T> = Result<T, BoxError>;
+
+/// Command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ezmq-bench",
+    about = "ezmq vs raw Disque commands: throughput, latency, request-reply, memory"
+)]
+struct Args {
+    /// Servers to use (`host:port,...`), started separately, e.g. with
+    /// `ezmq-disque-server --port 7711`. The first one is used by the raw
+    /// baseline. Default: a server embedded in this process.
+    #[arg(long, value_delimiter = ',')]
+    addrs: Vec<String>,
+    /// Start the server as a child process (this binary with `--serve 0`)
+    /// so that the client's CPU and memory are measured apart.
+    #[arg(long, conflicts_with = "addrs")]
+    server_process: bool,
+    /// Tiny counts: a few seconds in all (CI).
+    #[arg(long)]
+    smoke: bool,
+    /// Run only this scenario (repeatable); default all.
+    #[arg(long, value_enum)]
+    scenario: Vec<Scenario>,
+    /// Run only one side (`raw` or `ezmq`), e.g. to profile it; the ratios
+    /// are then meaningless.
+    #[arg(long, value_enum)]
+    only: Option<scenario::Imp>,
+    /// Diagnostic: the ezmq push cells call `DisqueBackend::add` directly
+    /// (no `MqClient::push`/`push_with`, topic validated once), to split
+    /// the cost between ezmq-core and ezmq-disque.
+    #[arg(long)]
+    push_via_backend: bool,
+    /// Worker threads of the bench runtime (0 = one per CPU).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Internal: run only the server on this port (the child process of
+    /// `--server-process`).
+    #[arg(long, hide = true)]
+    serve: Option<u16>,
+}
+
+/// The scenarios.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    /// Push throughput, raw ADDJOB vs `client.push`, 1/16/128 tasks (also
+    /// measures memory).
+    Push,
+    /// Consume throughput on a pre-filled queue.
+    Consume,
+    /// Push → handler latency at fixed rates, and the mixed 20-topic load.
+    Latency,
+    /// Request-reply round trips.
+    Rpc,
+    /// Peak RSS under the 128-task push load only.
+    Memory,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if args.threads > 0 {
+        builder.worker_threads(args.threads);
+    }
+    let runtime = match builder.enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ezmq-bench: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match args.serve {
+        Some(port) => runtime.block_on(target::serve(port)),
+        None => runtime.block_on(run(args)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ezmq-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> BoxResult<()> {
+    let mut settings = if args.smoke {
+        Settings::smoke()
+    } else {
+        Settings::full()
+    };
+    settings.push_via_backend = args.push_via_backend;
+    if let Some(only) = args.only {
+        settings.sides = vec![only];
+    }
+    let wanted = |s: Scenario| args.scenario.is_empty() || args.scenario.contains(&s);
+    let target = if !args.addrs.is_empty() {
+        Target::external(args.addrs.clone())
+    } else if args.server_process {
+        Target::child_process()?
+    } else {
+        Target::embedded().await?
+    };
+    let started = Instant::now();
+    println!(
+        "# ezmq-bench ({})\n",
+        if args.smoke { "smoke" } else { "full" }
+    );
+    println!(
+        "- server: {} at {}",
+        target.mode.describe(),
+        target.addrs.join(",")
+    );
+    println!(
+        "- CPUs: {}, bench runtime threads: {}",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        if args.threads == 0 {
+            "one per CPU".to_owned()
+        } else {
+            args.threads.to_string()
+        }
+    );
+    println!("- load average at start: {}\n", load_average());
+
+    let mut goals = Table::new("Goals", &["goal", "measured", "verdict"]);
+    if wanted(Scenario::Push) || wanted(Scenario::Memory) {
+        let only_memory = !wanted(Scenario::Push);
+        let (tables, outcome) = scenario::push::run(&target, &settings, only_memory).await?;
+        for t in tables {
+            println!("{}", t.render());
+        }
+        if !only_memory {
+            for (body, r) in outcome.ratios_at_128 {
+                goals.row(vec![
+                    format!("push {body} B, 128 tasks: ezmq ≥ 90 % of raw"),
+                    format!("{:.0} %", r * 100.0),
+                    verdict(r >= 0.90),
+                ]);
+            }
+        }
+    }
+    if wanted(Scenario::Consume) {
+        let (t, r) = scenario::consume::run(&target, &settings).await?;
+        println!("{}", t.render());
+        if settings.sides.len() == 2 {
+            goals.row(vec![
+                "consume: listener ≥ 80 % of raw loop".to_owned(),
+                format!("{:.0} %", r * 100.0),
+                verdict(r >= 0.80),
+            ]);
+        }
+    }
+    if wanted(Scenario::Latency) {
+        let (tables, p99) = scenario::latency::run(&target, &settings).await?;
+        for t in tables {
+            println!("{}", t.render());
+        }
+        if let Some(p99) = p99 {
+            goals.row(vec![
+                "latency: p99 push → handler < 2 ms at 1k msg/s".to_owned(),
+                format!("{} ms", stats::ms(p99)),
+                verdict(p99 < Duration::from_millis(2)),
+            ]);
+        }
+    }
+    if wanted(Scenario::Rpc) {
+        let t = scenario::rpc::run(&target, &settings).await?;
+        println!("{}", t.render());
+    }
+    println!("{}", goals.render());
+    println!(
+        "- total time: {:.1} s, load average at end: {}",
+        started.elapsed().as_secs_f64(),
+        load_average()
+    );
+    target.shutdown().await;
+    Ok(())
+}
+
+/// The 1/5/15-minute load averages, or `n/a`.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "n/a".to_owned())
+}

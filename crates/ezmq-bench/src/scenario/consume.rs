@@ -1,0 +1,154 @@
+//! Consume throughput on a pre-filled queue: raw `GETJOB COUNT k` +
+//! `ACKJOB` loop vs a consume listener with auto-ACK.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ezmq_disque::{ConsumeOptions, MqClient, MqClientExt};
+use tokio::sync::Notify;
+
+use crate::scenario::{prefill, unique_queue, Imp, Settings};
+use crate::stats::{process_cpu, rate, us};
+use crate::table::{ratio, verdict, Table};
+use crate::target::Target;
+use crate::{raw, BoxResult};
+
+/// The consume goal: the listener reaches this share of the raw loop.
+const GOAL_RATIO: f64 = 0.80;
+/// Body of the pre-filled jobs.
+const BODY_LEN: usize = 12;
+/// Longest a drain may take before the run counts as failed.
+const DRAIN_LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs the scenario; returns its table and the ezmq/raw ratio.
+pub(crate) async fn run(target: &Target, s: &Settings) -> BoxResult<(Table, f64)> {
+    let k = s.consume_concurrency;
+    let n = s.consume_jobs;
+    let mut table = Table::new(
+        "Consume throughput on a pre-filled queue (msg/s, best of the repeats)",
+        &[
+            "jobs",
+            "raw GETJOB+ACKJOB loop",
+            "ezmq listener",
+            "ezmq / raw",
+            "ezmq jobs per GETJOB",
+            "CPU µs/job raw",
+            "CPU µs/job ezmq",
+            "goal ≥ 80 %",
+        ],
+    );
+    table.note(format!(
+        "Queue pre-filled with {n} jobs of {BODY_LEN} B before each run (not timed). \
+         Raw: one loop, `GETJOB TIMEOUT 100 COUNT {k} FROM q` on a dedicated connection, then one \
+         `ACKJOB id` per job pipelined on a multiplexed connection and awaited, then the next \
+         GETJOB; timed until the last ACK. ezmq: `add_consume_listener_with(q, \
+         concurrency {k})`, a handler that only counts, auto-ACK; timed from the listener start \
+         until the last handler returned (its ACK is in flight then); its backend is wrapped to count \
+         fetches (one extra boxed future per call). {} repeat(s).",
+        s.repeats
+    ));
+    let (mut best_raw, mut best_ezmq, mut jobs_per_fetch) = (0f64, 0f64, 0f64);
+    let mut cpu = [None::<Duration>; 2];
+    for _ in 0..s.repeats {
+        let (q_raw, q_ezmq) = (unique_queue("consume.raw"), unique_queue("consume.ezmq"));
+        prefill(target, &q_raw, n, BODY_LEN).await?;
+        prefill(target, &q_ezmq, n, BODY_LEN).await?;
+        if s.runs(Imp::Raw) {
+            let cpu0 = process_cpu();
+            let per_sec = raw_loop(target, &q_raw, n, k).await?;
+            if per_sec > best_raw {
+                best_raw = per_sec;
+                cpu[0] = per_job(cpu0, process_cpu(), n);
+            }
+        }
+        if s.runs(Imp::Ezmq) {
+            let cpu0 = process_cpu();
+            let (per_sec, per_fetch) = listener(target, &q_ezmq, n, k).await?;
+            if per_sec > best_ezmq {
+                best_ezmq = per_sec;
+                cpu[1] = per_job(cpu0, process_cpu(), n);
+                jobs_per_fetch = per_fetch;
+            }
+        }
+        raw::drain(&mut target.raw().await?, &q_raw).await?;
+        raw::drain(&mut target.raw().await?, &q_ezmq).await?;
+    }
+    let r = best_ezmq / best_raw.max(1.0);
+    table.row(vec![
+        n.to_string(),
+        rate(best_raw),
+        rate(best_ezmq),
+        ratio(best_ezmq, best_raw),
+        format!("{jobs_per_fetch:.1} (raw {k})"),
+        us(cpu[0]),
+        us(cpu[1]),
+        if best_raw > 0.0 && best_ezmq > 0.0 {
+            verdict(r >= GOAL_RATIO)
+        } else {
+            String::new()
+        },
+    ]);
+    Ok((table, r))
+}
+
+/// CPU time of the bench process per job between two readings.
+fn per_job(before: Option<Duration>, after: Option<Duration>, n: u64) -> Option<Duration> {
+    let spent = after?.checked_sub(before?)?;
+    Some(spent / u32::try_from(n.max(1)).unwrap_or(u32::MAX))
+}
+
+/// The raw loop; returns jobs per second.
+async fn raw_loop(target: &Target, queue: &str, n: u64, k: usize) -> BoxResult<f64> {
+    let mut get = target.raw().await?;
+    let ack = target.raw().await?;
+    let start = Instant::now();
+    let mut got = 0u64;
+    while got < n {
+        if start.elapsed() > DRAIN_LIMIT {
+            return Err(format!("raw consume: only {got} of {n} jobs in {DRAIN_LIMIT:?}").into());
+        }
+        let jobs = raw::getjob(&mut get, queue, k, 100).await?;
+        let ids: Vec<String> = jobs.into_iter().map(|j| j.id).collect();
+        raw::ack_each(&ack, &ids).await?;
+        got += ids.len() as u64;
+    }
+    Ok(n as f64 / start.elapsed().as_secs_f64())
+}
+
+/// The ezmq listener; returns jobs per second and the mean jobs per fetch.
+async fn listener(target: &Target, queue: &str, n: u64, k: usize) -> BoxResult<(f64, f64)> {
+    let client = target.ezmq_counting().await?;
+    let handled = Arc::new(AtomicU64::new(0));
+    let all_done = Arc::new(Notify::new());
+    let (h, d) = (Arc::clone(&handled), Arc::clone(&all_done));
+    let start = Instant::now();
+    let listener = client
+        .add_consume_listener_with(
+            queue,
+            ConsumeOptions::new()
+                .with_concurrency(k)
+                .with_fetch_wait(super::FETCH_WAIT),
+            move |_job| {
+                if h.fetch_add(1, Ordering::Relaxed) + 1 == n {
+                    d.notify_one();
+                }
+                async { Ok::<(), Infallible>(()) }
+            },
+        )
+        .await?;
+    let finished = tokio::time::timeout(DRAIN_LIMIT, all_done.notified()).await;
+    let elapsed = start.elapsed();
+    listener.stop(Duration::from_secs(1)).await;
+    client.shutdown(Duration::from_secs(1)).await?;
+    if finished.is_err() {
+        let got = handled.load(Ordering::Relaxed);
+        return Err(format!("ezmq consume: only {got} of {n} jobs in {DRAIN_LIMIT:?}").into());
+    }
+    let (fetches, fetched) = client.backend().fetch_counts();
+    Ok((
+        n as f64 / elapsed.as_secs_f64(),
+        fetched as f64 / fetches.max(1) as f64,
+    ))
+}
