@@ -53,6 +53,10 @@ impl Backend for Counting {
         self.inner.ack(id).await
     }
 
+    async fn ack_many(&self, ids: &[JobId]) -> Result<()> {
+        self.inner.ack_many(ids).await
+    }
+
     async fn nack(&self, id: &JobId) -> Result<()> {
         self.inner.nack(id).await
     }

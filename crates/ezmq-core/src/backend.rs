@@ -39,6 +39,19 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Acknowledges a processed job: the broker forgets it everywhere.
     async fn ack(&self, id: &JobId) -> Result<()>;
 
+    /// Acknowledges several processed jobs at once. Listeners call it with
+    /// the jobs that finished at about the same time.
+    ///
+    /// An error means some of the jobs may not be acknowledged; the caller
+    /// retries them one by one with [`Backend::ack`] (acknowledging a job
+    /// twice is harmless). The default sends one [`Backend::ack`] per id,
+    /// all concurrently; backends with a multi-id command (Disque
+    /// `ACKJOB id..`) override it.
+    async fn ack_many(&self, ids: &[JobId]) -> Result<()> {
+        let acks = futures::future::join_all(ids.iter().map(|id| self.ack(id))).await;
+        acks.into_iter().collect()
+    }
+
     /// Gives a job back for redelivery at once; counts as a failed attempt.
     async fn nack(&self, id: &JobId) -> Result<()>;
 

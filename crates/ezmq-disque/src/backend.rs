@@ -24,6 +24,11 @@ use crate::node::{affinity_score, as_string, as_u64, parse_hello, Node, NodeInfo
 /// (routing then falls back to the job id's node prefix).
 const MAX_TRACKED_DELIVERIES: usize = 65_536;
 
+/// An immutable node list: the table itself (swapped whole on refresh, so
+/// reading it is one `Arc` clone, not a copy per command) or a candidate
+/// order computed from it.
+type Nodes = Arc<[Arc<Node>]>;
+
 /// The Disque backend: a multi-node aware connection set.
 ///
 /// * Non-blocking commands are pipelined over one
@@ -54,7 +59,7 @@ pub struct DisqueBackend {
 struct Shared {
     config: DisqueConfig,
     /// Known nodes sorted by id.
-    nodes: RwLock<Vec<Arc<Node>>>,
+    nodes: RwLock<Nodes>,
     /// Job id -> node that delivered it.
     delivered: StdMutex<HashMap<JobId, Arc<Node>>>,
     closed: AtomicBool,
@@ -99,7 +104,7 @@ impl DisqueBackend {
         config.validate()?;
         let shared = Arc::new(Shared {
             config,
-            nodes: RwLock::new(Vec::new()),
+            nodes: RwLock::new(Arc::from(Vec::new())),
             delivered: StdMutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             cancel: CancellationToken::new(),
@@ -157,7 +162,7 @@ impl DisqueBackend {
     /// The node a job came from, then the node its id names, then the rest
     /// by priority.
     fn route_job(&self, id: &JobId) -> Vec<Arc<Node>> {
-        let mut nodes = self.shared.by_priority();
+        let mut nodes = self.shared.by_priority().to_vec();
         let delivered = self
             .shared
             .delivered
@@ -211,52 +216,64 @@ impl Shared {
             .collect()
     }
 
-    fn snapshot(&self) -> Vec<Arc<Node>> {
-        self.nodes.read().map(|n| n.clone()).unwrap_or_default()
+    fn snapshot(&self) -> Nodes {
+        self.nodes
+            .read()
+            .map(|n| Arc::clone(&n))
+            .unwrap_or_else(|_| Arc::from(Vec::new()))
     }
 
     fn node_count(&self) -> u32 {
-        u32::try_from(self.snapshot().len()).unwrap_or(u32::MAX)
+        let count = self.nodes.read().map_or(0, |n| n.len());
+        u32::try_from(count).unwrap_or(u32::MAX)
+    }
+
+    /// The table sorted by `key`; a single node is returned as it is
+    /// (no copy: the common standalone case, on every command).
+    fn sorted_by<K: Ord>(&self, key: impl FnMut(&Arc<Node>) -> K) -> Nodes {
+        let nodes = self.snapshot();
+        if nodes.len() <= 1 {
+            return nodes;
+        }
+        let mut nodes = nodes.to_vec();
+        nodes.sort_by_key(key);
+        nodes.into()
     }
 
     /// Healthy first, then lower priority, then lower id.
-    fn by_priority(&self) -> Vec<Arc<Node>> {
-        let mut nodes = self.snapshot();
-        nodes.sort_by_key(|n| (n.is_suspect(), n.priority()));
-        nodes
+    fn by_priority(&self) -> Nodes {
+        self.sorted_by(|n| (n.is_suspect(), n.priority()))
     }
 
     /// The topic's rendezvous order: every client computes the same order
     /// from the same node table, so producers and consumers of a topic meet
     /// on one node; a node that fails or leaves moves only its own topics.
-    fn by_affinity(&self, topic: &Topic) -> Vec<Arc<Node>> {
-        let mut nodes = self.snapshot();
-        nodes.sort_by_key(|n| {
+    fn by_affinity(&self, topic: &Topic) -> Nodes {
+        self.sorted_by(|n| {
             (
                 n.is_suspect(),
                 n.priority(),
                 Reverse(affinity_score(topic.as_str(), &n.info.id)),
             )
-        });
-        nodes
+        })
     }
 
     /// Lowest id among healthy nodes first: the node every participant of
     /// an exclusive claim agrees on.
-    fn by_lowest_id(&self) -> Vec<Arc<Node>> {
-        let mut nodes = self.snapshot();
-        nodes.sort_by_key(|n| n.is_suspect());
-        nodes
+    fn by_lowest_id(&self) -> Nodes {
+        self.sorted_by(|n| n.is_suspect())
     }
 
     /// Runs `op` on the first candidate; on a connection error or
     /// `-LEAVING` waits (backoff) and moves on to the next, up to
     /// `max_attempts` in all (cycling when there are fewer nodes).
-    async fn run<T, F, Fut>(&self, candidates: Vec<Arc<Node>>, op: F) -> Result<T, DisqueError>
+    async fn run<T, C, F, Fut>(&self, candidates: C, op: F) -> Result<T, DisqueError>
     where
+        C: AsRef<[Arc<Node>]>,
         F: Fn(Arc<Node>) -> Fut,
         Fut: Future<Output = Result<T, DisqueError>>,
     {
+        let candidates = candidates.as_ref();
         if candidates.is_empty() {
             return Err(DisqueError::NoNodes);
         }
@@ -341,8 +358,8 @@ impl Shared {
 
     /// Refreshes the node table from the known nodes, then the seeds.
     async fn refresh(&self) -> Result<(), DisqueError> {
-        for node in self.by_priority() {
-            if let Ok(infos) = self.hello(&node).await {
+        for node in self.by_priority().iter() {
+            if let Ok(infos) = self.hello(node).await {
                 return self.install(infos);
             }
         }
@@ -386,7 +403,7 @@ impl Shared {
             return Err(DisqueError::NoNodes);
         }
         if let Ok(mut table) = self.nodes.write() {
-            *table = nodes;
+            *table = nodes.into();
         }
         Ok(())
     }
@@ -569,7 +586,7 @@ impl Backend for DisqueBackend {
     /// `RETRY`, `TTL` and timeout. A connection error or `-LEAVING` retries
     /// on the next node: the job may then exist twice, which at-least-once
     /// delivery allows.
-    #[tracing::instrument(level = "debug", skip(self, body, options), fields(topic = %topic))]
+    #[tracing::instrument(level = "trace", skip(self, body, options), fields(topic = %topic))]
     async fn add(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
         self.ensure_open()?;
         let (cmd, add_timeout) = addjob_cmd(
@@ -632,15 +649,73 @@ impl Backend for DisqueBackend {
     /// `ACKJOB`, not `FASTACK`: both answer at once, but `ACKJOB` keeps the
     /// acknowledgement until every node holding a copy has confirmed, so a
     /// node that was unreachable for a moment cannot redeliver the job.
-    #[tracing::instrument(level = "debug", skip(self, id), fields(job_id = %id))]
+    #[tracing::instrument(level = "trace", skip(self, id), fields(job_id = %id))]
     async fn ack(&self, id: &JobId) -> Result<()> {
         let result = self.job_command("ACKJOB", id).await;
         self.forget_delivery(id);
         result.map(drop)
     }
 
+    /// One `ACKJOB id1 id2 ...` per node that delivered the jobs (an ACK
+    /// goes to the delivering node, as in [`Backend::ack`]), the nodes
+    /// concurrently. Ids with no recorded delivery are ACKed one by one,
+    /// routed by id. On error the deliveries of the failed commands are
+    /// kept, so the caller's per-id retry still goes to the right node.
+    #[tracing::instrument(level = "trace", skip_all, fields(jobs = ids.len()))]
+    async fn ack_many(&self, ids: &[JobId]) -> Result<()> {
+        self.ensure_open()?;
+        let mut by_node: Vec<(Arc<Node>, Vec<&JobId>)> = Vec::new();
+        let mut unrouted = Vec::new();
+        if let Ok(map) = self.shared.delivered.lock() {
+            for id in ids {
+                match map.get(id) {
+                    Some(node) => match by_node.iter_mut().find(|(n, _)| Arc::ptr_eq(n, node)) {
+                        Some((_, group)) => group.push(id),
+                        None => by_node.push((Arc::clone(node), vec![id])),
+                    },
+                    None => unrouted.push(id),
+                }
+            }
+        } else {
+            unrouted.extend(ids);
+        }
+        let timeout = self.shared.config.command_timeout;
+        let batches = by_node.iter().map(|(node, group)| async move {
+            let mut cmd = redis::cmd("ACKJOB");
+            for id in group {
+                cmd.arg(id.as_str());
+            }
+            let cmd = &cmd;
+            // The delivering node first, then the others as for any job.
+            let mut candidates = self.shared.by_priority().to_vec();
+            candidates.retain(|n| !Arc::ptr_eq(n, node));
+            candidates.insert(0, Arc::clone(node));
+            let result = self
+                .shared
+                .run(candidates, |node| async move {
+                    node.query("ACKJOB", cmd, timeout).await
+                })
+                .await;
+            if result.is_ok() {
+                if let Ok(mut map) = self.shared.delivered.lock() {
+                    for id in group {
+                        map.remove(*id);
+                    }
+                }
+            }
+            result.map(drop).map_err(Error::from)
+        });
+        let singles = unrouted.iter().map(|id| self.ack(id));
+        let (batches, singles) = futures::future::join(
+            futures::future::join_all(batches),
+            futures::future::join_all(singles),
+        )
+        .await;
+        batches.into_iter().chain(singles).collect()
+    }
+
     /// `NACK`: back in the queue at once, `nacks` counter incremented.
-    #[tracing::instrument(level = "debug", skip(self, id), fields(job_id = %id))]
+    #[tracing::instrument(level = "trace", skip(self, id), fields(job_id = %id))]
     async fn nack(&self, id: &JobId) -> Result<()> {
         let result = self.job_command("NACK", id).await;
         self.forget_delivery(id);
@@ -656,7 +731,7 @@ impl Backend for DisqueBackend {
     }
 
     /// `WORKING`: postpones the redelivery; returns the job's retry time.
-    #[tracing::instrument(level = "debug", skip(self, id), fields(job_id = %id))]
+    #[tracing::instrument(level = "trace", skip(self, id), fields(job_id = %id))]
     async fn working(&self, id: &JobId) -> Result<Duration> {
         let value = self.job_command("WORKING", id).await?;
         as_u64(&value).map(Duration::from_secs).ok_or_else(|| {
@@ -749,7 +824,7 @@ impl Backend for DisqueBackend {
         if let Some(task) = task {
             let _ = task.await;
         }
-        for node in self.shared.snapshot() {
+        for node in self.shared.snapshot().iter() {
             node.disconnect().await;
         }
         if let Ok(mut map) = self.shared.delivered.lock() {
@@ -776,7 +851,7 @@ impl DisqueBackend {
             async move { node.query(name, &cmd, timeout).await }
         });
         let results = futures::future::join_all(queries).await;
-        nodes.into_iter().zip(results).collect()
+        nodes.iter().cloned().zip(results).collect()
     }
 }
 
@@ -904,7 +979,7 @@ mod tests {
     fn shared_with(ids: &[&str]) -> Shared {
         let shared = Shared {
             config: DisqueConfig::default(),
-            nodes: RwLock::new(Vec::new()),
+            nodes: RwLock::new(Arc::from(Vec::new())),
             delivered: StdMutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             cancel: CancellationToken::new(),

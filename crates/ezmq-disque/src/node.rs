@@ -2,7 +2,7 @@
 //! pool of dedicated connections for blocking `GETJOB`s.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex as StdMutex;
 use std::time::{Duration, Instant};
 
@@ -34,12 +34,18 @@ pub(crate) struct Node {
     client: Client,
     connect_timeout: Duration,
     pool_size: usize,
-    /// The multiplexed connection for every non-blocking command.
-    mux: Mutex<Option<MultiplexedConnection>>,
+    /// The multiplexed connection for every non-blocking command. A plain
+    /// mutex: it is only held to clone the handle, on every command.
+    mux: StdMutex<Option<MultiplexedConnection>>,
+    /// Held while (re)connecting `mux`, so concurrent callers open one
+    /// connection, not one each.
+    connecting: Mutex<()>,
     /// Idle connections used only for blocking `GETJOB`s.
     idle: StdMutex<Vec<MultiplexedConnection>>,
     /// When a command on this node last failed with a connection error.
     failed_at: StdMutex<Option<Instant>>,
+    /// True while `failed_at` is set: lets a success skip its lock.
+    failed: AtomicBool,
 }
 
 impl fmt::Debug for Node {
@@ -77,9 +83,11 @@ impl Node {
             client,
             connect_timeout,
             pool_size,
-            mux: Mutex::new(None),
+            mux: StdMutex::new(None),
+            connecting: Mutex::new(()),
             idle: StdMutex::new(Vec::new()),
             failed_at: StdMutex::new(None),
+            failed: AtomicBool::new(false),
         })
     }
 
@@ -118,13 +126,23 @@ impl Node {
     /// The shared multiplexed connection, opened on first use or after a
     /// failure.
     async fn shared(&self) -> Result<MultiplexedConnection, DisqueError> {
-        let mut guard = self.mux.lock().await;
-        if let Some(conn) = guard.as_ref() {
+        if let Some(conn) = self.mux_slot().as_ref() {
+            return Ok(conn.clone());
+        }
+        let _connecting = self.connecting.lock().await;
+        // Another caller may have connected while we waited.
+        if let Some(conn) = self.mux_slot().as_ref() {
             return Ok(conn.clone());
         }
         let conn = self.open().await?;
-        *guard = Some(conn.clone());
+        *self.mux_slot() = Some(conn.clone());
         Ok(conn)
+    }
+
+    fn mux_slot(&self) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
+        self.mux
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Runs a non-blocking command on the multiplexed connection (pipelined
@@ -149,7 +167,7 @@ impl Node {
                 after: timeout,
             })
         });
-        self.record(&result, true).await;
+        self.record(&result, true);
         result
     }
 
@@ -193,21 +211,22 @@ impl Node {
             }
             Err(e) => Err(e),
         };
-        self.record(&result, false).await;
+        self.record(&result, false);
         result
     }
 
     /// Remembers a connection failure (and drops the broken connections so
     /// the next call reconnects) or a success.
-    async fn record(&self, result: &Result<Value, DisqueError>, shared: bool) {
+    fn record(&self, result: &Result<Value, DisqueError>, shared: bool) {
         match result {
             Err(e) if e.is_failover() => {
                 if let Ok(mut at) = self.failed_at.lock() {
                     *at = Some(Instant::now());
+                    self.failed.store(true, Ordering::Release);
                 }
                 if matches!(e, DisqueError::Io { .. } | DisqueError::Connect { .. }) {
                     if shared {
-                        *self.mux.lock().await = None;
+                        *self.mux_slot() = None;
                     }
                     if let Ok(mut idle) = self.idle.lock() {
                         idle.clear();
@@ -215,9 +234,12 @@ impl Node {
                 }
             }
             Err(_) => {}
+            // The common case: nothing to clear, no lock taken.
+            Ok(_) if !self.failed.load(Ordering::Acquire) => {}
             Ok(_) => {
                 if let Ok(mut at) = self.failed_at.lock() {
                     *at = None;
+                    self.failed.store(false, Ordering::Release);
                 }
             }
         }
@@ -225,6 +247,9 @@ impl Node {
 
     /// True when a command failed on this node moments ago.
     pub(crate) fn is_suspect(&self) -> bool {
+        if !self.failed.load(Ordering::Acquire) {
+            return false;
+        }
         self.failed_at
             .lock()
             .ok()
@@ -234,7 +259,8 @@ impl Node {
 
     /// Drops every connection.
     pub(crate) async fn disconnect(&self) {
-        *self.mux.lock().await = None;
+        let _connecting = self.connecting.lock().await;
+        *self.mux_slot() = None;
         if let Ok(mut idle) = self.idle.lock() {
             idle.clear();
         }

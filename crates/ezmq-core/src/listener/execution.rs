@@ -15,7 +15,7 @@ use crate::job::{Job, JobId};
 use crate::push_options::PushOptions;
 
 use super::dead_letter::DeadLetterRecord;
-use super::{backoff, heartbeat, Ctx};
+use super::{backoff, Ctx};
 
 /// How a handler run ended.
 #[derive(Debug)]
@@ -38,7 +38,7 @@ pub(crate) async fn run_job<B: Backend>(ctx: Arc<Ctx<B>>, job: Job, slot: OwnedS
     };
     match outcome {
         Outcome::Done => {
-            ack(&ctx, job.id()).await;
+            ack(&ctx, job.id(), slot).await;
         }
         Outcome::Aborted => {
             tracing::warn!("handler still running after the shutdown grace period; aborted");
@@ -59,10 +59,13 @@ pub(crate) async fn run_job<B: Backend>(ctx: Arc<Ctx<B>>, job: Job, slot: OwnedS
 /// Runs the handler, heartbeating while it runs, until it ends or the stop
 /// grace period is over.
 async fn run_handler<B: Backend>(ctx: &Ctx<B>, job: Job) -> Outcome {
-    let id = job.id().clone();
+    let _beating = ctx.heartbeats.register(job.id().clone());
     let handler = Arc::clone(&ctx.handler);
     let handled = AssertUnwindSafe(async move { handler.handle(job).await }).catch_unwind();
     tokio::select! {
+        // The handler first: most finish in their first poll, and then the
+        // abort signal is never polled (no waiter registered and removed).
+        biased;
         result = handled => match result {
             Ok(Ok(())) => Outcome::Done,
             Ok(Err(err)) => Outcome::Failed {
@@ -75,7 +78,6 @@ async fn run_handler<B: Backend>(ctx: &Ctx<B>, job: Job) -> Outcome {
             },
         },
         () = ctx.control.abort_signal() => Outcome::Aborted,
-        never = heartbeat::keep_alive(&*ctx.backend, &id, ctx.options.heartbeat_after) => match never {},
     }
 }
 
@@ -99,11 +101,13 @@ async fn retry_later<B: Backend>(
     slot: OwnedSemaphorePermit,
 ) {
     drop(slot);
-    tokio::select! {
-        biased;
-        () = ctx.control.stopping() => {}
-        () = tokio::time::sleep(delay) => {}
-        never = heartbeat::keep_alive(&*ctx.backend, id, ctx.options.heartbeat_after) => match never {},
+    {
+        let _beating = ctx.heartbeats.register(id.clone());
+        tokio::select! {
+            biased;
+            () = ctx.control.stopping() => {}
+            () = tokio::time::sleep(delay) => {}
+        }
     }
     nack(ctx, id).await;
 }
@@ -121,7 +125,7 @@ async fn dead_letter<B: Backend>(
 ) {
     let Some(dead_letter_topic) = &ctx.dead_letter else {
         tracing::error!(cause = %message, permanent, "job failed for good; dropped");
-        ack(ctx, job.id()).await;
+        ack(ctx, job.id(), slot).await;
         return;
     };
     let record = DeadLetterRecord::new(job, attempt, message, permanent);
@@ -142,7 +146,7 @@ async fn dead_letter<B: Backend>(
                 dead_letter_id = %dead_id,
                 "job failed for good; moved to the dead-letter topic"
             );
-            ack(ctx, job.id()).await;
+            ack(ctx, job.id(), slot).await;
         }
         Err(err) => {
             let delay = backoff::with_jitter(ctx.options.backoff.delay_after(attempt));
@@ -157,10 +161,9 @@ async fn dead_letter<B: Backend>(
     }
 }
 
-async fn ack<B: Backend>(ctx: &Ctx<B>, id: &JobId) {
-    if let Err(err) = ctx.backend.ack(id).await {
-        tracing::error!(cause = %err, "ACK failed; the job will be redelivered after its retry window");
-    }
+/// Hands the job to the listener's acker; `slot` is freed once it is ACKed.
+async fn ack<B: Backend>(ctx: &Ctx<B>, id: &JobId, slot: OwnedSemaphorePermit) {
+    ctx.acker.ack(&*ctx.backend, id.clone(), slot).await;
 }
 
 async fn nack<B: Backend>(ctx: &Ctx<B>, id: &JobId) {

@@ -1,10 +1,16 @@
 //! The consume-listener runtime.
 //!
-//! A listener is one fetch loop ([`run_loop`]) plus one task per job
-//! ([`execution`]):
+//! A listener is one fetch loop ([`run_loop`]), one task per job
+//! ([`execution`]), one acker that ACKs finished jobs in batches
+//! ([`acker`]) and one heartbeat ticker for long-running jobs
+//! ([`heartbeat`]):
 //!
 //! - the loop fetches only as many jobs as there are free concurrency slots
-//!   (never fetches with no slot free) and hands each job its slot;
+//!   (never fetches with no slot free; on a saturated listener it waits up
+//!   to 1 ms for half the slots, to fetch in large batches) and hands each
+//!   job its slot;
+//! - a job's slot is freed once its ACK is answered, so the broker never
+//!   holds more unacknowledged jobs of a listener than its concurrency;
 //! - each job runs its handler in a `job` span with heartbeats for long
 //!   handlers and panic capture; success ACKs, failure retries with backoff
 //!   (without holding a slot) by NACKing, and a job that failed for good goes
@@ -15,6 +21,7 @@
 //!   fetching, lets running handlers finish within the grace period, then
 //!   aborts them and NACKs their jobs. Nothing is ACKed unprocessed.
 
+mod acker;
 mod backoff;
 mod control;
 mod dead_letter;
@@ -113,6 +120,10 @@ pub(crate) struct Ctx<B: Backend> {
     slots: Arc<Semaphore>,
     /// The job tasks (handlers and retry timers).
     jobs: TaskTracker,
+    /// Sends finished jobs' ACKs in batches.
+    acker: acker::Acker,
+    /// Sends the heartbeats of long-running jobs.
+    heartbeats: Arc<heartbeat::Heartbeats>,
 }
 
 /// Starts a listener on `topic` owned by `client` (options already
@@ -130,6 +141,8 @@ pub(crate) fn start<B: Backend>(
         client.shutdown_token(),
         options.fetch_wait,
     ));
+    let (acker, ack_queue) = acker::channel();
+    let heartbeats = Arc::new(heartbeat::Heartbeats::new(options.heartbeat_after));
     let ctx = Arc::new(Ctx {
         backend: Arc::clone(client.backend()),
         topic: topic.clone(),
@@ -139,10 +152,12 @@ pub(crate) fn start<B: Backend>(
         dead_letter,
         control: Arc::clone(&control),
         jobs: TaskTracker::new(),
+        acker,
+        heartbeats,
     });
     registry.register(Arc::clone(&control));
     let span = tracing::info_span!("listener", topic = %topic);
-    client.spawn(run_loop::run(ctx).instrument(span));
+    client.spawn(run_loop::run(ctx, ack_queue).instrument(span));
     tracing::debug!(topic = %topic, "listener started");
     Ok(ListenerHandle { control })
 }

@@ -27,6 +27,10 @@ pub(crate) struct State {
     pub(crate) nacked: Vec<JobId>,
     /// Jobs requeued without counting an attempt.
     pub(crate) requeued: Vec<JobId>,
+    /// Size of each `ack_many` call, in order.
+    pub(crate) ack_batches: Vec<usize>,
+    /// The next this many `ack_many` calls fail (acknowledging nothing).
+    pub(crate) failing_ack_batches: u32,
     /// Heartbeats, in order.
     pub(crate) working: Vec<JobId>,
     /// For each fetch: (jobs active at the broker, `max` asked).
@@ -55,6 +59,8 @@ impl MemBackend {
                 acked: Vec::new(),
                 nacked: Vec::new(),
                 requeued: Vec::new(),
+                ack_batches: Vec::new(),
+                failing_ack_batches: 0,
                 working: Vec::new(),
                 fetches: Vec::new(),
                 failing_fetches: 0,
@@ -158,6 +164,20 @@ impl Backend for MemBackend {
         let mut st = self.state();
         st.active.remove(id);
         st.acked.push(id.clone());
+        Ok(())
+    }
+
+    async fn ack_many(&self, ids: &[JobId]) -> Result<()> {
+        let mut st = self.state();
+        st.ack_batches.push(ids.len());
+        if st.failing_ack_batches > 0 {
+            st.failing_ack_batches -= 1;
+            return Err(Error::backend("broker down", true));
+        }
+        for id in ids {
+            st.active.remove(id);
+            st.acked.push(id.clone());
+        }
         Ok(())
     }
 

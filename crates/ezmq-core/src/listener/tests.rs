@@ -420,3 +420,86 @@ async fn invalid_dead_letter_topic_is_refused_at_start() {
         .listen_to(Topic::new(TOPIC).unwrap(), handler, ConsumeOptions::new())
         .is_err());
 }
+
+#[tokio::test(start_paused = true)]
+async fn acks_go_out_in_batches_and_hold_their_slots() {
+    let (client, backend) = setup();
+    let options = ConsumeOptions::new().with_concurrency(8);
+    let _listener = listen(&client, options, |_job: Job| async { Ok(()) });
+    for i in 0..40 {
+        backend.put(TOPIC, format!("job {i}"));
+    }
+    until("all acked", || backend.state().acked.len() == 40).await;
+    {
+        let st = backend.state();
+        assert_eq!(st.ack_batches.iter().sum::<usize>(), 40);
+        assert!(st.ack_batches.len() < 40, "{:?}", st.ack_batches);
+        // A slot is free again only once its job is ACKed.
+        for &(active, max) in &st.fetches {
+            assert!(active + max <= 8, "fetch of {max} with {active} active");
+        }
+    }
+    client.shutdown(ms(100)).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_batch_ack_is_retried_job_by_job() {
+    let (client, backend) = setup();
+    backend.state().failing_ack_batches = 1;
+    let _listener = listen(&client, ConsumeOptions::new(), |_job: Job| async { Ok(()) });
+    let id = backend.put(TOPIC, "x");
+    until("ack", || backend.state().acked == [id.clone()]).await;
+    assert_eq!(backend.state().ack_batches, [1]);
+    client.shutdown(ms(100)).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_flushes_acks_before_closing_the_backend() {
+    let (client, backend) = setup();
+    let listener = listen(
+        &client,
+        ConsumeOptions::new().with_concurrency(16),
+        |_job: Job| async move {
+            sleep(ms(50)).await;
+            Ok(())
+        },
+    );
+    let ids: Vec<_> = (0..16)
+        .map(|i| backend.put(TOPIC, format!("{i}")))
+        .collect();
+    until("handlers running", || listener.in_flight() == 16).await;
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
+    let st = backend.state();
+    let mut acked = st.acked.clone();
+    acked.sort();
+    let mut expected = ids;
+    expected.sort();
+    assert_eq!(acked, expected);
+    assert!(st.nacked.is_empty());
+    assert!(st.closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeats_each_job_on_its_own_schedule() {
+    let (client, backend) = setup();
+    // Window 40 s: after its first heartbeat a job is next due 20 s later,
+    // so the second job (due 1 s after it starts) must wake the ticker.
+    backend.state().retry_window = Duration::from_secs(40);
+    let options = ConsumeOptions::new()
+        .with_concurrency(2)
+        .with_heartbeat_after(Duration::from_secs(1));
+    let _listener = listen(&client, options, |job: Job| async move {
+        let secs = if &job.body()[..] == b"long" { 10 } else { 5 };
+        sleep(Duration::from_secs(secs)).await;
+        Ok(())
+    });
+    let long = backend.put(TOPIC, "long");
+    sleep(Duration::from_secs(2)).await;
+    assert_eq!(backend.state().working, std::slice::from_ref(&long));
+    let short = backend.put(TOPIC, "short");
+    sleep(ms(1500)).await;
+    assert_eq!(backend.state().working, [long.clone(), short.clone()]);
+    until("both acked", || backend.state().acked.len() == 2).await;
+    assert_eq!(backend.state().working, [long, short]);
+    client.shutdown(ms(100)).await.unwrap();
+}
