@@ -90,6 +90,21 @@ impl TestBroker {
         self.embedded.is_some()
     }
 
+    /// How much earlier than its nominal time a timed event (a delay ending,
+    /// a TTL expiring) may happen on this broker. Zero for the embedded
+    /// server, whose timers run on the exact clock. Real Disque computes
+    /// due times from a clock it caches every 100 ms and keeps expiry times
+    /// in whole seconds rounded down, so a delay can end up to ~100 ms
+    /// early and a TTL can run out up to 1 s early; tests asserting a lower
+    /// bound subtract this.
+    pub fn clock_slack(&self) -> Duration {
+        if self.is_embedded() {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(1_100)
+        }
+    }
+
     /// Shuts the embedded server down and starts a new one on the same
     /// port with the same node id (all jobs are lost: the server is in
     /// memory). Panics for an
