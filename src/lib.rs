@@ -55,3 +55,8 @@ pub mod prelude {
     pub use ezmq_crontab::CrontabExt;
     pub use ezmq_request_reply::RequestReplyExt;
 }
+
+/// The README's code, compiled as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
