@@ -223,21 +223,10 @@ impl Shared {
             .unwrap_or_else(|_| Arc::from(Vec::new()))
     }
 
-    fn node_count(&self) -> u32 {
-        let count = self.nodes.read().map_or(0, |n| n.len());
-        u32::try_from(count).unwrap_or(u32::MAX)
-    }
-
     /// The table sorted by `key`; a single node is returned as it is
     /// (no copy: the common standalone case, on every command).
     fn sorted_by<K: Ord>(&self, key: impl FnMut(&Arc<Node>) -> K) -> Nodes {
-        let nodes = self.snapshot();
-        if nodes.len() <= 1 {
-            return nodes;
-        }
-        let mut nodes = nodes.to_vec();
-        nodes.sort_by_key(key);
-        nodes.into()
+        sort_nodes(self.snapshot(), key)
     }
 
     /// Healthy first, then lower priority, then lower id.
@@ -249,13 +238,7 @@ impl Shared {
     /// from the same node table, so producers and consumers of a topic meet
     /// on one node; a node that fails or leaves moves only its own topics.
     fn by_affinity(&self, topic: &Topic) -> Nodes {
-        self.sorted_by(|n| {
-            (
-                n.is_suspect(),
-                n.priority(),
-                Reverse(affinity_score(topic.as_str(), &n.info.id)),
-            )
-        })
+        affinity_order(self.snapshot(), topic)
     }
 
     /// Lowest id among healthy nodes first: the node every participant of
@@ -273,33 +256,54 @@ impl Shared {
         F: Fn(Arc<Node>) -> Fut,
         Fut: Future<Output = Result<T, DisqueError>>,
     {
-        let candidates = candidates.as_ref();
+        self.run_from(candidates.as_ref(), None, op).await
+    }
+
+    /// [`Shared::run`], optionally after a first attempt on `candidates[0]`
+    /// that the caller made itself and that failed with `first_error`
+    /// (the push fast path): the failover then goes on exactly as if `run`
+    /// had made that attempt.
+    async fn run_from<T, F, Fut>(
+        &self,
+        candidates: &[Arc<Node>],
+        first_error: Option<DisqueError>,
+        op: F,
+    ) -> Result<T, DisqueError>
+    where
+        F: Fn(Arc<Node>) -> Fut,
+        Fut: Future<Output = Result<T, DisqueError>>,
+    {
         if candidates.is_empty() {
-            return Err(DisqueError::NoNodes);
+            return Err(first_error.unwrap_or(DisqueError::NoNodes));
         }
         let attempts = self.config.max_attempts.max(1) as usize;
         let mut attempt = 0;
+        let mut failed = first_error;
         loop {
-            let node = Arc::clone(&candidates[attempt % candidates.len()]);
-            match op(Arc::clone(&node)).await {
-                Ok(v) => return Ok(v),
-                Err(e) if e.is_failover() && attempt + 1 < attempts => {
-                    let wait = backoff(self.config.retry_backoff, attempt);
-                    let next = &candidates[(attempt + 1) % candidates.len()];
-                    tracing::warn!(
-                        node = %node.addr(),
-                        next = %next.addr(),
-                        cause = %e,
-                        ?wait,
-                        "Disque command failed, failing over"
-                    );
-                    tokio::select! {
-                        () = tokio::time::sleep(wait) => {}
-                        () = self.cancel.cancelled() => return Err(e),
-                    }
-                    attempt += 1;
+            if let Some(e) = failed.take() {
+                if !(e.is_failover() && attempt + 1 < attempts) {
+                    return Err(e);
                 }
-                Err(e) => return Err(e),
+                let node = &candidates[attempt % candidates.len()];
+                let wait = backoff(self.config.retry_backoff, attempt);
+                let next = &candidates[(attempt + 1) % candidates.len()];
+                tracing::warn!(
+                    node = %node.addr(),
+                    next = %next.addr(),
+                    cause = %e,
+                    ?wait,
+                    "Disque command failed, failing over"
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = self.cancel.cancelled() => return Err(e),
+                }
+                attempt += 1;
+            }
+            let node = Arc::clone(&candidates[attempt % candidates.len()]);
+            match op(node).await {
+                Ok(v) => return Ok(v),
+                Err(e) => failed = Some(e),
             }
         }
     }
@@ -415,6 +419,49 @@ impl Shared {
             }
             map.insert(id.clone(), Arc::clone(node));
         }
+    }
+}
+
+/// `nodes` sorted by `key`; a single node is returned as it is.
+fn sort_nodes<K: Ord>(nodes: Nodes, key: impl FnMut(&Arc<Node>) -> K) -> Nodes {
+    if nodes.len() <= 1 {
+        return nodes;
+    }
+    let mut nodes = nodes.to_vec();
+    nodes.sort_by_key(key);
+    nodes.into()
+}
+
+/// `nodes` in `topic`'s rendezvous order (see [`Shared::by_affinity`]).
+fn affinity_order(nodes: Nodes, topic: &Topic) -> Nodes {
+    sort_nodes(nodes, |n| {
+        (
+            n.is_suspect(),
+            n.priority(),
+            Reverse(affinity_score(topic.as_str(), &n.info.id)),
+        )
+    })
+}
+
+/// One `ADDJOB` attempt on `node`; returns the job id.
+async fn addjob_on(
+    node: &Node,
+    cmd: &redis::Cmd,
+    timeout: Duration,
+) -> Result<String, DisqueError> {
+    let value = node.query("ADDJOB", cmd, timeout).await?;
+    into_string(value).map_err(|value| unexpected("ADDJOB", node, &value))
+}
+
+/// Like [`as_string`], taking the reply (no copy of a bulk string); gives
+/// the value back when it is not a string.
+fn into_string(value: Value) -> std::result::Result<String, Value> {
+    match value {
+        Value::BulkString(b) => String::from_utf8(b).map_err(|e| Value::BulkString(e.into_bytes())),
+        Value::SimpleString(s) => Ok(s),
+        Value::Okay => Ok("OK".to_owned()),
+        Value::Int(i) => Ok(i.to_string()),
+        other => Err(other),
     }
 }
 
@@ -589,23 +636,29 @@ impl Backend for DisqueBackend {
     #[tracing::instrument(level = "trace", skip(self, body, options), fields(topic = %topic))]
     async fn add(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
         self.ensure_open()?;
-        let (cmd, add_timeout) = addjob_cmd(
-            &self.shared.config,
-            self.shared.node_count(),
-            topic,
-            &body,
-            options,
-        );
-        let timeout = add_timeout + self.shared.config.command_timeout;
-        let cmd = &cmd;
-        let id = self
-            .shared
-            .run(self.shared.by_affinity(topic), |node| async move {
-                let value = node.query("ADDJOB", cmd, timeout).await?;
-                as_string(&value).ok_or_else(|| unexpected("ADDJOB", &node, &value))
-            })
-            .await
-            .map_err(|e| map_add_error(topic, e))?;
+        let shared = &*self.shared;
+        // One read of the table gives both the node count and the order.
+        let nodes = shared.snapshot();
+        let node_count = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
+        let (cmd, add_timeout) = addjob_cmd(&shared.config, node_count, topic, &body, options);
+        let timeout = add_timeout + shared.config.command_timeout;
+        let order = affinity_order(nodes, topic);
+        let Some(first) = order.first() else {
+            return Err(map_add_error(topic, DisqueError::NoNodes));
+        };
+        // Fast path: the first attempt is awaited directly; only a failure
+        // enters the (boxed) failover loop, which continues from it.
+        let id = match addjob_on(first, &cmd, timeout).await {
+            Ok(id) => id,
+            Err(e) => {
+                let cmd = &cmd;
+                Box::pin(shared.run_from(&order, Some(e), |node| async move {
+                    addjob_on(&node, cmd, timeout).await
+                }))
+                .await
+                .map_err(|e| map_add_error(topic, e))?
+            }
+        };
         Ok(JobId::new(id))
     }
 
@@ -996,6 +1049,45 @@ mod tests {
             .collect();
         shared.install(infos).unwrap();
         shared
+    }
+
+    #[tokio::test]
+    async fn run_from_continues_after_the_callers_first_attempt() {
+        let shared = shared_with(&["aa", "bb", "cc"]);
+        let order = shared.by_priority();
+        let io = |addr: &str| DisqueError::Timeout {
+            command: "ADDJOB",
+            addr: addr.to_owned(),
+            after: Duration::ZERO,
+        };
+        // A failover error on the first node: the next attempt is the
+        // second candidate, and attempts count the caller's.
+        let tried = StdMutex::new(Vec::new());
+        let got = shared
+            .run_from(&order, Some(io("first")), |node| {
+                tried.lock().unwrap().push(node.info.id.clone());
+                async move { Ok::<_, DisqueError>(node.info.id.clone()) }
+            })
+            .await
+            .unwrap();
+        assert_eq!(got, "bb");
+        assert_eq!(*tried.lock().unwrap(), ["bb"]);
+        // A non-failover error is returned as it is, nothing retried.
+        let err = shared
+            .run_from(&order, Some(DisqueError::NoNodes), |_node| async {
+                Ok::<_, DisqueError>(())
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, DisqueError::NoNodes));
+        // Plain `run` still starts on the first candidate.
+        let first = shared
+            .run(order.clone(), |node| async move {
+                Ok::<_, DisqueError>(node.info.id.clone())
+            })
+            .await
+            .unwrap();
+        assert_eq!(first, "aa");
     }
 
     fn ids(nodes: &[Arc<Node>]) -> Vec<String> {

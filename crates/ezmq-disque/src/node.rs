@@ -147,28 +147,59 @@ impl Node {
 
     /// Runs a non-blocking command on the multiplexed connection (pipelined
     /// with every other concurrent caller), within `timeout`.
+    ///
+    /// The common case (connection open) awaits the command alone; opening
+    /// the connection is a separate boxed future, so the (large) connect
+    /// state is not part of every command's future, which callers box and
+    /// move.
     pub(crate) async fn query(
         &self,
         name: &'static str,
         cmd: &redis::Cmd,
         timeout: Duration,
     ) -> Result<Value, DisqueError> {
-        let result = tokio::time::timeout(timeout, async {
+        let result = match self.mux_now() {
+            Some(mut conn) => {
+                match tokio::time::timeout(timeout, cmd.query_async::<Value>(&mut conn)).await {
+                    Ok(reply) => reply.map_err(|e| from_redis(name, &self.info.addr, e)),
+                    Err(_) => Err(self.timed_out(name, timeout)),
+                }
+            }
+            None => Box::pin(self.query_connecting(name, cmd, timeout)).await,
+        };
+        self.record(&result, true);
+        result
+    }
+
+    /// [`Node::query`] when the shared connection must be opened first;
+    /// `timeout` covers the connect and the command.
+    async fn query_connecting(
+        &self,
+        name: &'static str,
+        cmd: &redis::Cmd,
+        timeout: Duration,
+    ) -> Result<Value, DisqueError> {
+        tokio::time::timeout(timeout, async {
             let mut conn = self.shared().await?;
             cmd.query_async::<Value>(&mut conn)
                 .await
                 .map_err(|e| from_redis(name, &self.info.addr, e))
         })
         .await
-        .unwrap_or_else(|_| {
-            Err(DisqueError::Timeout {
-                command: name,
-                addr: self.info.addr.clone(),
-                after: timeout,
-            })
-        });
-        self.record(&result, true);
-        result
+        .unwrap_or_else(|_| Err(self.timed_out(name, timeout)))
+    }
+
+    fn timed_out(&self, name: &'static str, timeout: Duration) -> DisqueError {
+        DisqueError::Timeout {
+            command: name,
+            addr: self.info.addr.clone(),
+            after: timeout,
+        }
+    }
+
+    /// The open shared connection, if any (no waiting).
+    fn mux_now(&self) -> Option<MultiplexedConnection> {
+        self.mux_slot().clone()
     }
 
     /// Runs a blocking command (`GETJOB`) on a dedicated connection taken
