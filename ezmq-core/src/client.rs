@@ -1,26 +1,20 @@
-//! `Client`: the [`MqClient`] implementation shared by every backend.
+//! `Client`: the one [`MqClient`] implementation, whatever the broker.
 
 use std::fmt;
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::backend::Backend;
 use crate::consume_options::ConsumeOptions;
-use crate::error::{Error, Result};
-use crate::extensions::Extensions;
+use crate::error::Result;
 use crate::handler::Handler;
 use crate::job::{Job, JobId};
-use crate::listener::{self, ListenerHandle};
+use crate::listener::ListenerHandle;
 use crate::mq_client::MqClient;
 use crate::push_options::PushOptions;
+use crate::spi::{Backend, Capabilities, Capability, Runtime, Source};
 use crate::topic::Topic;
 
 /// Settings of a [`Client`] that do not depend on the backend.
@@ -48,183 +42,56 @@ impl ClientConfig {
     }
 }
 
-/// An ezmq client over backend `B`. Cheap to clone: clones share the
-/// connections, listeners and shutdown.
+/// An ezmq client, whatever the broker behind it. Cheap to clone: clones
+/// share the connections, listeners and shutdown.
 ///
-/// Backend crates give a constructor (for Disque,
-/// `ezmq_disque::DisqueClient::connect`). Feature crates (cron, broadcast,
-/// request-reply) add methods through extension traits.
-pub struct Client<B: Backend> {
-    inner: Arc<Inner<B>>,
+/// Get one from `ezmq::connect_url` (or a backend crate's `connect`).
+/// Feature crates (cron, broadcast, request-reply) add methods through
+/// extension traits that work on any [`MqClient`].
+#[derive(Clone)]
+pub struct Client {
+    runtime: Arc<Runtime>,
 }
 
-struct Inner<B: Backend> {
-    backend: Arc<B>,
-    config: ClientConfig,
-    shutdown: CancellationToken,
-    tasks: TaskTracker,
-    closed: AtomicBool,
-    extensions: Extensions,
-    listeners: listener::Registry,
-}
-
-impl<B: Backend> Drop for Inner<B> {
-    // The last clone gone: stop every background task.
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-impl<B: Backend> Clone for Client<B> {
-    fn clone(&self) -> Self {
-        Client {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
-impl<B: Backend> fmt::Debug for Client<B> {
+impl fmt::Debug for Client {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Client")
-            .field("backend", &self.inner.backend)
-            .field("config", &self.inner.config)
-            .field("closed", &self.inner.closed.load(Ordering::Relaxed))
+            .field("runtime", &self.runtime)
             .finish()
     }
 }
 
-impl<B: Backend> Client<B> {
+impl Client {
     /// Wraps a connected backend.
-    pub fn new(backend: B, config: ClientConfig) -> Self {
+    pub fn new(backend: impl Backend, config: ClientConfig) -> Self {
+        Self::from_backend(Arc::new(backend), config)
+    }
+
+    /// Wraps a connected, shared backend.
+    pub fn from_backend(backend: Arc<dyn Backend>, config: ClientConfig) -> Self {
         Client {
-            inner: Arc::new(Inner {
-                backend: Arc::new(backend),
-                config,
-                shutdown: CancellationToken::new(),
-                tasks: TaskTracker::new(),
-                closed: AtomicBool::new(false),
-                extensions: Extensions::default(),
-                listeners: listener::Registry::default(),
-            }),
+            runtime: Arc::new(Runtime::new(backend, config)),
         }
-    }
-
-    /// The backend, for feature crates that need its optional abilities.
-    pub fn backend(&self) -> &Arc<B> {
-        &self.inner.backend
-    }
-
-    /// Per-client state of a feature crate: the value of type `T` (one per
-    /// type and client, shared by the client's clones), created by `init` on
-    /// first use.
-    pub fn extension<T, F>(&self, init: F) -> Arc<T>
-    where
-        T: std::any::Any + Send + Sync,
-        F: FnOnce() -> T,
-    {
-        self.inner.extensions.get_or_init(init)
-    }
-
-    /// The client's settings.
-    pub fn config(&self) -> &ClientConfig {
-        &self.inner.config
-    }
-
-    /// A token cancelled when the client shuts down (or its last clone is
-    /// dropped). Background work of feature crates selects on it.
-    pub fn shutdown_token(&self) -> CancellationToken {
-        self.inner.shutdown.child_token()
-    }
-
-    /// True once [`MqClient::shutdown`] has started.
-    pub fn is_shut_down(&self) -> bool {
-        self.inner.closed.load(Ordering::Acquire)
-    }
-
-    /// Spawns a background task owned by the client: shutdown waits for it
-    /// (it should watch [`Client::shutdown_token`]).
-    pub fn spawn<F>(&self, task: F) -> JoinHandle<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        self.inner.tasks.spawn(task)
-    }
-
-    /// Fails with [`Error::Shutdown`] once shutdown has started.
-    pub fn ensure_open(&self) -> Result<()> {
-        if self.is_shut_down() {
-            Err(Error::Shutdown)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// Checks a body against [`ClientConfig::max_payload_bytes`].
-    pub fn check_payload(&self, body: &[u8]) -> Result<()> {
-        let max = self.inner.config.max_payload_bytes;
-        if body.len() > max {
-            return Err(Error::PayloadTooLarge {
-                size: body.len(),
-                max,
-            });
-        }
-        Ok(())
-    }
-
-    /// Pushes to an already validated (possibly internal) topic. Feature
-    /// crates use this for their internal queues.
-    pub async fn push_to(
-        &self,
-        topic: &Topic,
-        body: Bytes,
-        options: &PushOptions,
-    ) -> Result<JobId> {
-        self.ensure_open()?;
-        self.check_payload(&body)?;
-        options.validate()?;
-        self.inner.backend.add(topic, body, options).await
-    }
-
-    /// Starts a listener on an already validated (possibly internal) topic.
-    ///
-    /// The listener belongs to the client: it runs until
-    /// [`ListenerHandle::stop`] or [`MqClient::shutdown`], whatever happens
-    /// to the handle. Fails on invalid options, including a dead-letter topic
-    /// that is not a valid name (`<topic>.dead-letter` too long, for one).
-    ///
-    /// # Panics
-    ///
-    /// When called outside a Tokio runtime.
-    pub fn listen_to(
-        &self,
-        topic: Topic,
-        handler: Arc<dyn Handler>,
-        options: ConsumeOptions,
-    ) -> Result<ListenerHandle> {
-        self.ensure_open()?;
-        options.validate()?;
-        listener::start(self, &self.inner.listeners, topic, handler, options)
     }
 }
 
 #[async_trait]
-impl<B: Backend> MqClient for Client<B> {
+impl MqClient for Client {
     // The hot path, without the default's `push_with` hop (one boxed future
     // less per push) and with nothing to validate in the default options.
     async fn push(&self, topic: &str, body: Bytes) -> Result<JobId> {
         let topic = Topic::new(topic)?;
-        self.ensure_open()?;
-        self.check_payload(&body)?;
-        self.inner
-            .backend
-            .add(&topic, body, &PushOptions::default())
+        self.runtime.ensure_open()?;
+        self.runtime.check_payload(&body)?;
+        self.runtime
+            .backend()
+            .publish(&topic, body, &PushOptions::default())
             .await
     }
 
     async fn push_with(&self, topic: &str, body: Bytes, options: PushOptions) -> Result<JobId> {
         let topic = Topic::new(topic)?;
-        self.push_to(&topic, body, &options).await
+        self.runtime.publish(&topic, body, &options).await
     }
 
     async fn add_listener(
@@ -234,44 +101,42 @@ impl<B: Backend> MqClient for Client<B> {
         options: ConsumeOptions,
     ) -> Result<ListenerHandle> {
         let topic = Topic::new(topic)?;
-        self.listen_to(topic, handler, options)
+        self.runtime.listen(Source::Topic(topic), handler, options)
     }
 
     async fn queue_len(&self, topic: &str) -> Result<u64> {
         let topic = Topic::new(topic)?;
-        self.ensure_open()?;
-        self.inner.backend.queue_len(&topic).await
+        self.runtime.ensure_open()?;
+        self.runtime.require(Capability::QueueStats)?;
+        match self.runtime.backend().queue_stats() {
+            Some(stats) => stats.queue_len(&topic).await,
+            None => Err(self.runtime.unsupported(Capability::QueueStats)),
+        }
     }
 
     async fn peek(&self, topic: &str, n: usize) -> Result<Vec<Job>> {
         let topic = Topic::new(topic)?;
-        self.ensure_open()?;
-        self.inner.backend.peek(&topic, n).await
+        self.runtime.ensure_open()?;
+        self.runtime.require(Capability::Peek)?;
+        match self.runtime.backend().peek() {
+            Some(peek) => peek.peek(&topic, n).await,
+            None => Err(self.runtime.unsupported(Capability::Peek)),
+        }
+    }
+
+    fn backend_name(&self) -> &'static str {
+        self.runtime.backend().name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.runtime.backend().capabilities()
     }
 
     async fn shutdown(&self, grace: Duration) -> Result<()> {
-        if self.inner.closed.swap(true, Ordering::AcqRel) {
-            return Err(Error::Shutdown);
-        }
-        // Listeners first get the grace period, then the token stops them
-        // (and every other background task) from starting new work.
-        let longest_fetch = self.inner.listeners.stop_all(grace);
-        self.inner.shutdown.cancel();
-        self.inner.tasks.close();
-        // A listener drains within max(fetch in flight, grace), then NACKs
-        // what it aborted; the extra second covers those NACKs.
-        let wait = grace
-            .max(longest_fetch)
-            .saturating_add(Duration::from_secs(1));
-        if tokio::time::timeout(wait, self.inner.tasks.wait())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                ?grace,
-                "background tasks still running after the grace period"
-            );
-        }
-        self.inner.backend.close().await
+        self.runtime.shutdown(grace).await
+    }
+
+    fn runtime(&self) -> &Runtime {
+        &self.runtime
     }
 }

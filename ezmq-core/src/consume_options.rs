@@ -68,9 +68,10 @@ pub struct ConsumeOptions {
     pub backoff: Backoff,
     /// Where jobs that exhausted their attempts go.
     pub dead_letter: DeadLetter,
-    /// A handler still running after this long makes the listener tell the
-    /// broker it is alive (Disque `WORKING`), and again at half the job's
-    /// retry window, so the job is not redelivered while it runs.
+    /// On brokers with leases, a handler still running after this long
+    /// makes the listener extend the job's lease (Disque `WORKING`, Redis
+    /// `XCLAIM`), and again at half the lease, so the job is not
+    /// redelivered while it runs.
     /// Default 500 ms: below the shortest retry window a broker accepts
     /// (Disque: 1 s, minus its random 250 ms), so no job is redelivered
     /// while its handler runs, whatever retry it was pushed with.
@@ -78,6 +79,10 @@ pub struct ConsumeOptions {
     /// Longest single blocking fetch; bounds how fast a shutdown stops
     /// fetching. Default 1 s.
     pub fetch_wait: Duration,
+    /// Acknowledge each job *before* its handler runs: a job is never
+    /// delivered twice, and a failure or a crash loses it (logged, never
+    /// retried nor dead-lettered). Default off (at least once).
+    pub at_most_once: bool,
 }
 
 impl Default for ConsumeOptions {
@@ -89,6 +94,7 @@ impl Default for ConsumeOptions {
             dead_letter: DeadLetter::Default,
             heartbeat_after: Duration::from_millis(500),
             fetch_wait: Duration::from_secs(1),
+            at_most_once: false,
         }
     }
 }
@@ -145,6 +151,13 @@ impl ConsumeOptions {
     #[must_use]
     pub fn with_fetch_wait(mut self, wait: Duration) -> Self {
         self.fetch_wait = wait;
+        self
+    }
+
+    /// Sets [`ConsumeOptions::at_most_once`].
+    #[must_use]
+    pub fn with_at_most_once(mut self, on: bool) -> Self {
+        self.at_most_once = on;
         self
     }
 

@@ -92,6 +92,16 @@ pub enum Error {
     #[error("the client is shut down")]
     Shutdown,
 
+    /// The backend lacks an ability a feature or an option needs. Raised
+    /// when the feature is registered (or the option used), never later.
+    #[error("the {backend} backend does not support {capability}")]
+    Unsupported {
+        /// The backend's name (`disque`, `redis`, `rabbitmq`).
+        backend: &'static str,
+        /// The missing ability.
+        capability: crate::spi::Capability,
+    },
+
     /// A remote handler (request-reply) answered with an error.
     #[error("remote handler failed: {message}")]
     Remote {

@@ -1,4 +1,4 @@
-//! Jobs as they come out of a backend.
+//! Jobs (messages) as a handler sees them.
 
 use std::fmt;
 
@@ -6,15 +6,18 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
 use crate::error::Result;
+use crate::headers::Headers;
 use crate::topic::Topic;
 
-/// A job identifier assigned by the backend (for Disque,
-/// `D-<node>-<random>-<ttl>`).
+/// A message id: the one the producer chose
+/// ([`PushOptions::with_message_id`](crate::PushOptions::with_message_id)),
+/// otherwise the broker's own (a Disque job id, a Redis stream entry id, a
+/// UUID on RabbitMQ).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobId(String);
 
 impl JobId {
-    /// Wraps a backend's job id.
+    /// Wraps an id.
     pub fn new(id: impl Into<String>) -> Self {
         JobId(id.into())
     }
@@ -37,7 +40,7 @@ impl fmt::Debug for JobId {
     }
 }
 
-/// A job fetched from a topic.
+/// A job delivered from a topic: id, body, headers and attempt number.
 ///
 /// ```
 /// use ezmq_core::{Job, JobId, Topic};
@@ -47,42 +50,49 @@ impl fmt::Debug for JobId {
 /// struct Msg { n: u32 }
 /// assert_eq!(job.json::<Msg>().unwrap().n, 1);
 /// assert_eq!(job.attempt(), 1);
+/// assert!(job.headers().is_empty());
 /// ```
 #[derive(Clone, Debug)]
 pub struct Job {
     id: JobId,
     topic: Topic,
     body: Bytes,
-    nacks: u32,
-    additional_deliveries: u32,
+    headers: Headers,
+    attempt: u32,
 }
 
 impl Job {
-    /// A job delivered for the first time.
+    /// A job delivered for the first time, without headers.
     pub fn new(id: JobId, topic: Topic, body: Bytes) -> Self {
         Job {
             id,
             topic,
             body,
-            nacks: 0,
-            additional_deliveries: 0,
+            headers: Headers::new(),
+            attempt: 1,
         }
     }
 
-    /// Sets the delivery counters reported by the backend.
+    /// Sets the headers.
     #[must_use]
-    pub fn with_counters(mut self, nacks: u32, additional_deliveries: u32) -> Self {
-        self.nacks = nacks;
-        self.additional_deliveries = additional_deliveries;
+    pub fn with_headers(mut self, headers: Headers) -> Self {
+        self.headers = headers;
         self
     }
 
-    /// The job id.
+    /// Sets the attempt number (1 for a first delivery; 0 is taken as 1).
+    #[must_use]
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt.max(1);
+        self
+    }
+
+    /// The message id.
     pub fn id(&self) -> &JobId {
         &self.id
     }
 
-    /// The topic the job was fetched from.
+    /// The topic the job was delivered from.
     pub fn topic(&self) -> &Topic {
         &self.topic
     }
@@ -97,24 +107,20 @@ impl Job {
         self.body
     }
 
+    /// The headers (user headers and the ones ezmq sets, prefixed `ezmq-`).
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
     /// Decodes the body as JSON.
     pub fn json<T: DeserializeOwned>(&self) -> Result<T> {
         Ok(serde_json::from_slice(&self.body)?)
     }
 
-    /// How many times a handler gave the job back (NACK).
-    pub fn nacks(&self) -> u32 {
-        self.nacks
-    }
-
-    /// How many times the job was delivered again without a NACK (the
-    /// consumer died or did not answer within the retry window).
-    pub fn additional_deliveries(&self) -> u32 {
-        self.additional_deliveries
-    }
-
-    /// This delivery's attempt number, starting at 1.
+    /// This delivery's attempt number, starting at 1: failed attempts
+    /// (errors, panics, a consumer that died or timed out) before it, plus
+    /// one.
     pub fn attempt(&self) -> u32 {
-        1 + self.nacks.saturating_add(self.additional_deliveries)
+        self.attempt
     }
 }

@@ -13,12 +13,14 @@ use crate::handler::Handler;
 use crate::job::{Job, JobId};
 use crate::listener::ListenerHandle;
 use crate::push_options::PushOptions;
+use crate::spi::{Capabilities, Runtime};
 
 /// A messaging client: push jobs, consume them with listeners, inspect
-/// queues, shut down.
+/// queues, shut down — the same on every broker.
 ///
-/// Object safe, so services can hold an `Arc<dyn MqClient>`. Typed and
-/// closure-based conveniences live in [`MqClientExt`](crate::MqClientExt).
+/// Object safe, so services can hold an `Arc<dyn MqClient>`; cron,
+/// broadcast and request-reply work on it too. Typed and closure-based
+/// conveniences live in [`MqClientExt`](crate::MqClientExt).
 ///
 /// ```no_run
 /// # async fn demo(client: std::sync::Arc<dyn ezmq_core::MqClient>) -> ezmq_core::Result<()> {
@@ -31,18 +33,20 @@ use crate::push_options::PushOptions;
 /// ```
 #[async_trait]
 pub trait MqClient: Send + Sync + fmt::Debug {
-    /// Pushes a job with the client's default options.
+    /// Pushes a job with the default options.
     async fn push(&self, topic: &str, body: Bytes) -> Result<JobId> {
         self.push_with(topic, body, PushOptions::default()).await
     }
 
     /// Pushes a job that becomes deliverable after `delay` (never earlier).
+    /// Fails with [`Error::Unsupported`](crate::Error::Unsupported) on a
+    /// backend without delayed delivery.
     async fn push_delay(&self, topic: &str, body: Bytes, delay: Duration) -> Result<JobId> {
         self.push_with(topic, body, PushOptions::default().with_delay(delay))
             .await
     }
 
-    /// Pushes a job with explicit options.
+    /// Pushes a job with explicit options (delay, ttl, headers, id).
     async fn push_with(&self, topic: &str, body: Bytes, options: PushOptions) -> Result<JobId>;
 
     /// Starts a listener that runs `handler` for every job of `topic`.
@@ -57,16 +61,79 @@ pub trait MqClient: Send + Sync + fmt::Debug {
         options: ConsumeOptions,
     ) -> Result<ListenerHandle>;
 
-    /// Jobs waiting in `topic` (across the whole cluster).
+    /// Jobs waiting in `topic` (across the whole cluster), not counting
+    /// the ones being processed. Fails with
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on a backend
+    /// without queue stats.
     async fn queue_len(&self, topic: &str) -> Result<u64>;
 
     /// Up to `n` waiting jobs of `topic`, oldest first, without consuming
-    /// them.
+    /// them. Fails with [`Error::Unsupported`](crate::Error::Unsupported)
+    /// on a backend that cannot peek.
     async fn peek(&self, topic: &str, n: usize) -> Result<Vec<Job>>;
+
+    /// The broker's name: `disque`, `redis`, `rabbitmq`.
+    fn backend_name(&self) -> &'static str;
+
+    /// What the broker can do beyond push and consume.
+    fn capabilities(&self) -> Capabilities;
 
     /// Stops every listener: no new fetches, in-flight handlers get `grace`
     /// to finish; jobs not finished by then are given back to the broker.
-    /// Then closes the connections. Later calls fail with
-    /// [`Error::Shutdown`](crate::Error::Shutdown).
+    /// Waits for every background task, then closes the connections. Later
+    /// calls fail with [`Error::Shutdown`](crate::Error::Shutdown).
     async fn shutdown(&self, grace: Duration) -> Result<()>;
+
+    /// The client's runtime, for feature crates (cron, broadcast,
+    /// request-reply). Not part of the application API.
+    #[doc(hidden)]
+    fn runtime(&self) -> &Runtime;
+}
+
+#[async_trait]
+impl<T: MqClient + ?Sized> MqClient for Arc<T> {
+    async fn push(&self, topic: &str, body: Bytes) -> Result<JobId> {
+        (**self).push(topic, body).await
+    }
+
+    async fn push_delay(&self, topic: &str, body: Bytes, delay: Duration) -> Result<JobId> {
+        (**self).push_delay(topic, body, delay).await
+    }
+
+    async fn push_with(&self, topic: &str, body: Bytes, options: PushOptions) -> Result<JobId> {
+        (**self).push_with(topic, body, options).await
+    }
+
+    async fn add_listener(
+        &self,
+        topic: &str,
+        handler: Arc<dyn Handler>,
+        options: ConsumeOptions,
+    ) -> Result<ListenerHandle> {
+        (**self).add_listener(topic, handler, options).await
+    }
+
+    async fn queue_len(&self, topic: &str) -> Result<u64> {
+        (**self).queue_len(topic).await
+    }
+
+    async fn peek(&self, topic: &str, n: usize) -> Result<Vec<Job>> {
+        (**self).peek(topic, n).await
+    }
+
+    fn backend_name(&self) -> &'static str {
+        (**self).backend_name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+
+    async fn shutdown(&self, grace: Duration) -> Result<()> {
+        (**self).shutdown(grace).await
+    }
+
+    fn runtime(&self) -> &Runtime {
+        (**self).runtime()
+    }
 }

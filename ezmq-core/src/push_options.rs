@@ -1,14 +1,19 @@
 //! Per-push options.
 
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::headers::{Headers, RESERVED_HEADER_PREFIX};
 
-/// Options of one push. Every field left unset takes the client's default
-/// (see the backend's configuration for the values).
+/// Options of one push, the same on every backend. Options only one broker
+/// has (Disque's replication factor, say) go in a typed backend extension
+/// ([`PushOptions::with_backend_options`]); other backends ignore it.
 ///
-/// Durations are sent to brokers that count in whole seconds (Disque) rounded
-/// *up*, so a delay is never shorter than asked.
+/// Durations are sent to brokers that count in whole seconds (Disque)
+/// rounded *up*, so a delay is never shorter than asked.
 ///
 /// ```
 /// use std::time::Duration;
@@ -17,31 +22,39 @@ use crate::error::{Error, Result};
 /// let opts = PushOptions::new()
 ///     .with_delay(Duration::from_secs(5))
 ///     .with_ttl(Duration::from_secs(3600))
-///     .with_maxlen(10_000);
+///     .with_header("tenant", "acme")
+///     .with_message_id("order-42");
 /// assert!(opts.validate().is_ok());
 /// assert!(PushOptions::new().with_ttl(Duration::ZERO).validate().is_err());
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 #[non_exhaustive]
 pub struct PushOptions {
-    /// Time before the job becomes deliverable.
+    /// Time before the message becomes deliverable (never earlier). Needs
+    /// [`Capability::DelayedDelivery`](crate::spi::Capability::DelayedDelivery).
     pub delay: Option<Duration>,
-    /// Time after a delivery without ACK before the job is delivered again.
-    pub retry: Option<Duration>,
-    /// Time after which the job is dropped, delivered or not.
+    /// Time after which the message is dropped, delivered or not. Unset:
+    /// the backend's default (Disque 1 day; Redis and RabbitMQ keep it
+    /// until consumed).
     pub ttl: Option<Duration>,
-    /// Number of broker nodes that must hold a copy before the push returns.
-    pub replicate: Option<u32>,
-    /// Refuse the push with [`Error::QueueFull`] when the queue already holds
-    /// this many jobs.
-    pub maxlen: Option<u32>,
-    /// Return once the job is stored on one node, replicating in the
-    /// background.
-    pub async_replication: bool,
-    /// Deliver at most once: never redeliver, keep a single copy.
-    pub at_most_once: bool,
-    /// How long the push may wait for replication before failing.
-    pub timeout: Option<Duration>,
+    /// Headers the message carries to its handler.
+    pub headers: Headers,
+    /// The message's id, chosen by the producer (for tracing and
+    /// de-duplication in handlers); unset, the broker's own id.
+    pub message_id: Option<String>,
+    backend: Option<Arc<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for PushOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PushOptions")
+            .field("delay", &self.delay)
+            .field("ttl", &self.ttl)
+            .field("headers", &self.headers)
+            .field("message_id", &self.message_id)
+            .field("backend_options", &self.backend.is_some())
+            .finish()
+    }
 }
 
 impl PushOptions {
@@ -50,25 +63,10 @@ impl PushOptions {
         Self::default()
     }
 
-    /// Options for at-most-once delivery (no redelivery, one copy).
-    pub fn at_most_once() -> Self {
-        PushOptions {
-            at_most_once: true,
-            ..Self::default()
-        }
-    }
-
     /// Sets [`PushOptions::delay`].
     #[must_use]
     pub fn with_delay(mut self, delay: Duration) -> Self {
         self.delay = Some(delay);
-        self
-    }
-
-    /// Sets [`PushOptions::retry`].
-    #[must_use]
-    pub fn with_retry(mut self, retry: Duration) -> Self {
-        self.retry = Some(retry);
         self
     }
 
@@ -79,39 +77,38 @@ impl PushOptions {
         self
     }
 
-    /// Sets [`PushOptions::replicate`].
+    /// Adds header `name: value`.
     #[must_use]
-    pub fn with_replicate(mut self, copies: u32) -> Self {
-        self.replicate = Some(copies);
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.insert(name, value);
         self
     }
 
-    /// Sets [`PushOptions::maxlen`].
+    /// Replaces the headers.
     #[must_use]
-    pub fn with_maxlen(mut self, maxlen: u32) -> Self {
-        self.maxlen = Some(maxlen);
+    pub fn with_headers(mut self, headers: Headers) -> Self {
+        self.headers = headers;
         self
     }
 
-    /// Sets [`PushOptions::async_replication`].
+    /// Sets [`PushOptions::message_id`].
     #[must_use]
-    pub fn with_async_replication(mut self, on: bool) -> Self {
-        self.async_replication = on;
+    pub fn with_message_id(mut self, id: impl Into<String>) -> Self {
+        self.message_id = Some(id.into());
         self
     }
 
-    /// Sets [`PushOptions::at_most_once`].
+    /// Attaches options for one backend (for instance
+    /// `ezmq_disque::DisquePushOptions`); other backends ignore them.
     #[must_use]
-    pub fn with_at_most_once(mut self, on: bool) -> Self {
-        self.at_most_once = on;
+    pub fn with_backend_options<T: Any + Send + Sync>(mut self, options: T) -> Self {
+        self.backend = Some(Arc::new(options));
         self
     }
 
-    /// Sets [`PushOptions::timeout`].
-    #[must_use]
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
+    /// The backend options of type `T`, if any were attached.
+    pub fn backend_options<T: Any>(&self) -> Option<&T> {
+        self.backend.as_deref()?.downcast_ref::<T>()
     }
 
     /// Checks the values that cannot work whatever the backend.
@@ -129,32 +126,32 @@ impl PushOptions {
                 }
             }
         }
-        if self.retry == Some(Duration::ZERO) {
+        // Ten years: beyond it, time arithmetic on the broker side overflows.
+        const MAX: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+        if self.delay.is_some_and(|d| d > MAX) || self.ttl.is_some_and(|t| t > MAX) {
             return Err(Error::invalid_option(
-                "retry",
-                "must be positive; use at_most_once for no redelivery",
+                "delay",
+                "delays and ttls are limited to ten years",
             ));
         }
-        if self.at_most_once && self.retry.is_some() {
-            return Err(Error::invalid_option(
-                "retry",
-                "cannot be set on an at-most-once push",
-            ));
+        if let Some(id) = &self.message_id {
+            if id.is_empty() || id.len() > 200 {
+                return Err(Error::invalid_option(
+                    "message_id",
+                    "must be 1 to 200 bytes long",
+                ));
+            }
         }
-        if self.replicate == Some(0) {
-            return Err(Error::invalid_option("replicate", "must be at least 1"));
-        }
-        if self.at_most_once && self.replicate.is_some_and(|r| r > 1) {
-            return Err(Error::invalid_option(
-                "replicate",
-                "an at-most-once push keeps a single copy",
-            ));
-        }
-        if self.maxlen == Some(0) {
-            return Err(Error::invalid_option("maxlen", "must be at least 1"));
-        }
-        if self.timeout == Some(Duration::ZERO) {
-            return Err(Error::invalid_option("timeout", "must be positive"));
+        for (name, _) in self.headers.iter() {
+            if name.is_empty() {
+                return Err(Error::invalid_option("headers", "a header name is empty"));
+            }
+            if name.starts_with(RESERVED_HEADER_PREFIX) {
+                return Err(Error::invalid_option(
+                    "headers",
+                    format!("header {name:?}: names starting with `ezmq-` are reserved"),
+                ));
+            }
         }
         Ok(())
     }
@@ -173,19 +170,23 @@ mod tests {
             .with_ttl(s(10))
             .validate()
             .is_err());
-        assert!(PushOptions::at_most_once()
-            .with_replicate(2)
-            .validate()
-            .is_err());
-        assert!(PushOptions::at_most_once()
-            .with_retry(s(1))
-            .validate()
-            .is_err());
-        assert!(PushOptions::new().with_maxlen(0).validate().is_err());
-        assert!(PushOptions::new().with_replicate(0).validate().is_err());
         assert!(PushOptions::new()
-            .with_retry(Duration::ZERO)
+            .with_header("ezmq-attempt", "1")
             .validate()
             .is_err());
+        assert!(PushOptions::new().with_message_id("").validate().is_err());
+        assert!(PushOptions::new()
+            .with_delay(Duration::MAX)
+            .validate()
+            .is_err());
+    }
+
+    #[test]
+    fn backend_options_are_typed() {
+        #[derive(Debug, PartialEq)]
+        struct Replicate(u32);
+        let opts = PushOptions::new().with_backend_options(Replicate(3));
+        assert_eq!(opts.backend_options::<Replicate>(), Some(&Replicate(3)));
+        assert_eq!(opts.backend_options::<u32>(), None);
     }
 }

@@ -1,12 +1,12 @@
 //! The acker: one task per listener that acknowledges finished jobs in
 //! batches.
 //!
-//! A job that succeeded hands its id, with its concurrency slot, to the
+//! A job that succeeded hands its delivery handle, with its concurrency slot, to the
 //! acker instead of sending its own ACK from its own task (a task, a future
 //! and a command per job cost about 2 µs of CPU per job). The acker takes
-//! whatever ids are ready at that moment — it never waits to fill a batch,
+//! whatever handles are ready at that moment — it never waits to fill a batch,
 //! so an ACK leaves at once, or as soon as the previous batch is answered —
-//! and acknowledges them with one [`Backend::ack_many`] (Disque:
+//! and acknowledges them with one [`Backend::ack_batch`] (Disque:
 //! `ACKJOB id1 id2 ...`).
 //!
 //! The slots are freed only once their jobs are acknowledged, as when every
@@ -14,8 +14,8 @@
 //! a listener than its concurrency, and the fetch loop only asks for free
 //! slots.
 //!
-//! A failed batch is retried id by id; an id whose ACK fails again is logged
-//! and left to redelivery after its retry window (at-least-once: nothing is
+//! A failed batch is retried one by one; a job whose ACK fails again is
+//! logged and left to redelivery when its lease ends (at-least-once: nothing is
 //! ever ACKed that did not succeed).
 
 use std::sync::Arc;
@@ -23,8 +23,7 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::Backend;
-use crate::job::JobId;
+use crate::spi::{Backend, DeliveryHandle};
 
 /// Most ids in one `ack_many` call. Bounds the command size; a listener
 /// rarely has more than its concurrency waiting.
@@ -33,7 +32,7 @@ const MAX_BATCH: usize = 256;
 /// A processed job waiting for its ACK, with the slot it still holds.
 #[derive(Debug)]
 struct Pending {
-    id: JobId,
+    handle: DeliveryHandle,
     slot: OwnedSemaphorePermit,
 }
 
@@ -60,9 +59,9 @@ impl Acker {
     /// Falls back to a direct [`Backend::ack`] when the acker is gone
     /// (it only stops after every job task has ended, so this is a safety
     /// net).
-    pub(crate) async fn ack<B: Backend>(&self, backend: &B, id: JobId, slot: OwnedSemaphorePermit) {
-        if let Err(mpsc::error::SendError(pending)) = self.tx.send(Pending { id, slot }) {
-            ack_one(backend, &pending.id).await;
+    pub(crate) async fn ack(&self, handle: DeliveryHandle, slot: OwnedSemaphorePermit) {
+        if let Err(mpsc::error::SendError(pending)) = self.tx.send(Pending { handle, slot }) {
+            ack_one(&pending.handle).await;
         }
     }
 }
@@ -70,7 +69,7 @@ impl Acker {
 /// Runs the acker until `finish` is cancelled, then flushes every id queued
 /// before that. The listener cancels `finish` only once all its job tasks
 /// have ended, so the flush covers every ACK the listener will ever send.
-pub(crate) async fn run<B: Backend>(backend: Arc<B>, queue: AckQueue, finish: CancellationToken) {
+pub(crate) async fn run(backend: Arc<dyn Backend>, queue: AckQueue, finish: CancellationToken) {
     let AckQueue { mut rx } = queue;
     let mut batch = Batch::default();
     loop {
@@ -85,7 +84,7 @@ pub(crate) async fn run<B: Backend>(backend: Arc<B>, queue: AckQueue, finish: Ca
         };
         batch.push(first);
         // Whatever else is ready now; never wait for more.
-        while batch.ids.len() < MAX_BATCH {
+        while batch.handles.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(pending) => batch.push(pending),
                 Err(_) => break,
@@ -96,7 +95,7 @@ pub(crate) async fn run<B: Backend>(backend: Arc<B>, queue: AckQueue, finish: Ca
     rx.close();
     while let Some(pending) = rx.recv().await {
         batch.push(pending);
-        if batch.ids.len() >= MAX_BATCH {
+        if batch.handles.len() >= MAX_BATCH {
             batch.send(&*backend).await;
         }
     }
@@ -107,43 +106,42 @@ pub(crate) async fn run<B: Backend>(backend: Arc<B>, queue: AckQueue, finish: Ca
 /// batch to batch.
 #[derive(Debug, Default)]
 struct Batch {
-    ids: Vec<JobId>,
+    handles: Vec<DeliveryHandle>,
     slots: Vec<OwnedSemaphorePermit>,
 }
 
 impl Batch {
     fn push(&mut self, pending: Pending) {
-        self.ids.push(pending.id);
+        self.handles.push(pending.handle);
         self.slots.push(pending.slot);
     }
 
     /// ACKs the batch (retrying id by id if that fails), then frees its
     /// slots.
-    async fn send<B: Backend>(&mut self, backend: &B) {
-        if self.ids.is_empty() {
+    async fn send(&mut self, backend: &dyn Backend) {
+        if self.handles.is_empty() {
             return;
         }
-        if let Err(err) = backend.ack_many(&self.ids).await {
+        if let Err(err) = backend.ack_batch(&self.handles).await {
             tracing::warn!(
                 cause = %err,
-                jobs = self.ids.len(),
+                jobs = self.handles.len(),
                 "batch ACK failed; acknowledging the jobs one by one"
             );
-            for id in &self.ids {
-                ack_one(backend, id).await;
+            for handle in &self.handles {
+                ack_one(handle).await;
             }
         }
-        self.ids.clear();
+        self.handles.clear();
         self.slots.clear();
     }
 }
 
-async fn ack_one<B: Backend>(backend: &B, id: &JobId) {
-    if let Err(err) = backend.ack(id).await {
+async fn ack_one(handle: &DeliveryHandle) {
+    if let Err(err) = handle.ack().await {
         tracing::error!(
-            job_id = %id,
             cause = %err,
-            "ACK failed; the job will be redelivered after its retry window"
+            "ACK failed; the broker redelivers the job when its lease ends"
         );
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::topic::Topic;
+use crate::spi::Source;
 
 /// Used instead of an `Instant` overflow for absurdly long graces.
 const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
@@ -16,7 +16,7 @@ const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// Shared control block of one listener.
 #[derive(Debug)]
 pub(crate) struct Control {
-    topic: Topic,
+    source: Source,
     /// Cancelled when the listener must stop fetching (a child of the
     /// client's shutdown token).
     stop: CancellationToken,
@@ -26,27 +26,21 @@ pub(crate) struct Control {
     done: CancellationToken,
     /// Handlers running right now.
     in_flight: AtomicUsize,
-    fetch_wait: Duration,
 }
 
 impl Control {
-    pub(crate) fn new(topic: Topic, stop: CancellationToken, fetch_wait: Duration) -> Self {
+    pub(crate) fn new(source: Source, stop: CancellationToken) -> Self {
         Control {
-            topic,
+            source,
             stop,
             deadline: Mutex::new(None),
             done: CancellationToken::new(),
             in_flight: AtomicUsize::new(0),
-            fetch_wait,
         }
     }
 
-    pub(crate) fn topic(&self) -> &Topic {
-        &self.topic
-    }
-
-    pub(crate) fn fetch_wait(&self) -> Duration {
-        self.fetch_wait
+    pub(crate) fn source(&self) -> &Source {
+        &self.source
     }
 
     fn lock_deadline(&self) -> MutexGuard<'_, Option<Instant>> {

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::consume_options::DeadLetter;
 use crate::error::{Error, Result};
 use crate::job::Job;
+use crate::spi::Source;
 use crate::topic::Topic;
 
 /// Suffix of the default dead-letter topic: `<topic>.dead-letter`.
@@ -98,16 +99,18 @@ impl DeadLetterRecord {
 
 /// The dead-letter topic of a listener on `topic`, or `None` for
 /// [`DeadLetter::Drop`]. Checked when the listener starts.
-pub(crate) fn resolve_topic(topic: &Topic, dead_letter: &DeadLetter) -> Result<Option<Topic>> {
-    let resolved = match dead_letter {
-        DeadLetter::Drop => return Ok(None),
-        DeadLetter::Topic(name) => Topic::new(name.as_str())?,
-        DeadLetter::Default if topic.is_internal() => {
-            // Internal names are built from validated parts; appending the
-            // suffix (valid characters only) keeps them internal and distinct.
-            Topic::from_broker(format!("{topic}{DEFAULT_SUFFIX}"))
+///
+/// The default for consumer group `g` of topic `t` is `t.g.dead-letter`, a
+/// topic a normal listener can read.
+pub(crate) fn resolve_topic(source: &Source, dead_letter: &DeadLetter) -> Result<Option<Topic>> {
+    let topic = source.topic();
+    let resolved = match (dead_letter, source.group()) {
+        (DeadLetter::Drop, _) => return Ok(None),
+        (DeadLetter::Topic(name), _) => Topic::new(name.as_str())?,
+        (DeadLetter::Default, Some(group)) => {
+            Topic::new(format!("{topic}.{group}{DEFAULT_SUFFIX}"))?
         }
-        DeadLetter::Default => Topic::new(format!("{topic}{DEFAULT_SUFFIX}"))?,
+        (DeadLetter::Default, None) => default_for(topic)?,
     };
     if &resolved == topic {
         return Err(Error::invalid_option(
@@ -116,6 +119,17 @@ pub(crate) fn resolve_topic(topic: &Topic, dead_letter: &DeadLetter) -> Result<O
         ));
     }
     Ok(Some(resolved))
+}
+
+fn default_for(topic: &Topic) -> Result<Topic> {
+    Ok(match () {
+        () if topic.is_internal() => {
+            // Internal names are built from validated parts; appending the
+            // suffix (valid characters only) keeps them internal and distinct.
+            Topic::from_broker(format!("{topic}{DEFAULT_SUFFIX}"))
+        }
+        () => Topic::new(format!("{topic}{DEFAULT_SUFFIX}"))?,
+    })
 }
 
 #[cfg(test)]
@@ -160,19 +174,32 @@ mod tests {
     #[test]
     fn resolves_dead_letter_topics() {
         let t = Topic::new("orders").unwrap();
-        let d = resolve_topic(&t, &DeadLetter::Default).unwrap().unwrap();
+        let src = |t: &Topic| Source::Topic(t.clone());
+        let group = Source::Group {
+            topic: t.clone(),
+            group: Topic::new("billing").unwrap(),
+        };
+        let d = resolve_topic(&group, &DeadLetter::Default)
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.as_str(), "orders.billing.dead-letter");
+        let d = resolve_topic(&src(&t), &DeadLetter::Default)
+            .unwrap()
+            .unwrap();
         assert_eq!(d.as_str(), "orders.dead-letter");
-        let d = resolve_topic(&t, &DeadLetter::Topic("failed".into()))
+        let d = resolve_topic(&src(&t), &DeadLetter::Topic("failed".into()))
             .unwrap()
             .unwrap();
         assert_eq!(d.as_str(), "failed");
-        assert!(resolve_topic(&t, &DeadLetter::Drop).unwrap().is_none());
-        assert!(resolve_topic(&t, &DeadLetter::Topic("bad name".into())).is_err());
-        assert!(resolve_topic(&t, &DeadLetter::Topic("orders".into())).is_err());
+        assert!(resolve_topic(&src(&t), &DeadLetter::Drop)
+            .unwrap()
+            .is_none());
+        assert!(resolve_topic(&src(&t), &DeadLetter::Topic("bad name".into())).is_err());
+        assert!(resolve_topic(&src(&t), &DeadLetter::Topic("orders".into())).is_err());
         let long = Topic::new("x".repeat(195)).unwrap();
-        assert!(resolve_topic(&long, &DeadLetter::Default).is_err());
+        assert!(resolve_topic(&src(&long), &DeadLetter::Default).is_err());
         let internal = Topic::internal("bc", &["orders"]).unwrap();
-        let d = resolve_topic(&internal, &DeadLetter::Default)
+        let d = resolve_topic(&src(&internal), &DeadLetter::Default)
             .unwrap()
             .unwrap();
         assert!(d.is_internal());

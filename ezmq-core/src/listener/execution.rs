@@ -1,5 +1,5 @@
-//! Running one job: handler with heartbeats and panic capture, then ACK,
-//! retry (NACK after backoff) or dead letter.
+//! Running one job: handler with lease extensions and panic capture, then
+//! ACK, retry after a backoff, or dead letter.
 
 use std::any::Any;
 use std::panic::AssertUnwindSafe;
@@ -9,10 +9,10 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::backend::Backend;
 use crate::handler::Permanent;
-use crate::job::{Job, JobId};
+use crate::job::Job;
 use crate::push_options::PushOptions;
+use crate::spi::{Delivery, DeliveryHandle};
 
 use super::dead_letter::DeadLetterRecord;
 use super::{backoff, Ctx};
@@ -28,49 +28,81 @@ enum Outcome {
     Aborted,
 }
 
-/// Runs `job` holding `slot`, then settles it with the broker. Runs inside
-/// the job's span.
-pub(crate) async fn run_job<B: Backend>(ctx: Arc<Ctx<B>>, job: Job, slot: OwnedSemaphorePermit) {
+/// Runs the delivered job holding `slot`, then settles it with the broker.
+/// Runs inside the job's span.
+pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaphorePermit) {
+    let Delivery { job, handle } = delivery;
+    if ctx.options.at_most_once {
+        // Settled before it runs: never delivered again, whatever happens.
+        if let Err(err) = handle.ack().await {
+            tracing::warn!(cause = %err, "could not take the job at most once; skipped");
+            return;
+        }
+    }
     let attempt = job.attempt();
     let outcome = {
         let _running = ctx.control.track_in_flight();
-        run_handler(&ctx, job.clone()).await
+        run_handler(&ctx, &job, &handle).await
     };
-    match outcome {
-        Outcome::Done => {
-            ack(&ctx, job.id(), slot).await;
+    if ctx.options.at_most_once {
+        if let Outcome::Failed { message, .. } = outcome {
+            tracing::error!(cause = %message, "job failed; not retried (at most once)");
         }
+        drop(slot);
+        return;
+    }
+    match outcome {
+        Outcome::Done => ctx.acker.ack(handle, slot).await,
         Outcome::Aborted => {
             tracing::warn!("handler still running after the shutdown grace period; aborted");
-            nack(&ctx, job.id()).await;
+            release(&handle).await;
         }
         Outcome::Failed { message, permanent } => {
             if permanent || attempt >= ctx.options.max_attempts {
-                dead_letter(&ctx, &job, attempt, message, permanent, slot).await;
+                dead_letter(&ctx, &job, &handle, attempt, message, permanent, slot).await;
             } else {
                 let delay = backoff::with_jitter(ctx.options.backoff.delay_after(attempt));
                 tracing::warn!(cause = %message, retry_in = ?delay, "job failed; will retry");
-                retry_later(&ctx, job.id(), delay, slot).await;
+                retry(&handle, delay).await;
             }
         }
     }
 }
 
-/// Runs the handler, heartbeating while it runs, until it ends or the stop
-/// grace period is over.
-async fn run_handler<B: Backend>(ctx: &Ctx<B>, job: Job) -> Outcome {
-    let _beating = ctx.heartbeats.register(job.id().clone());
+/// Runs the handler, extending the job's lease while it runs, until it
+/// ends or the stop grace period is over.
+async fn run_handler(ctx: &Ctx, job: &Job, handle: &DeliveryHandle) -> Outcome {
+    let _beating = ctx
+        .heartbeats
+        .as_ref()
+        .map(|h| h.register(job.id().clone(), handle.clone()));
     let handler = Arc::clone(&ctx.handler);
+    let job = job.clone();
     let handled = AssertUnwindSafe(async move { handler.handle(job).await }).catch_unwind();
+    let near_deadline = async {
+        match ctx.backend.delivery_deadline() {
+            Some(deadline) => {
+                let warn_at = deadline.mul_f64(0.8);
+                tokio::time::sleep(warn_at).await;
+                tracing::warn!(
+                    running_for = ?warn_at,
+                    broker_deadline = ?deadline,
+                    "handler is close to the broker's delivery deadline; the broker will take the job back and redeliver it"
+                );
+                std::future::pending::<()>().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
     tokio::select! {
         // The handler first: most finish in their first poll, and then the
-        // abort signal is never polled (no waiter registered and removed).
+        // other branches are never polled (no timer registered).
         biased;
         result = handled => match result {
             Ok(Ok(())) => Outcome::Done,
             Ok(Err(err)) => Outcome::Failed {
                 permanent: Permanent::is_permanent(err.as_ref()),
-                message: err.to_string(),
+                message: error_chain(err.as_ref()),
             },
             Err(panic) => Outcome::Failed {
                 message: format!("handler panicked: {}", panic_message(panic.as_ref())),
@@ -78,7 +110,23 @@ async fn run_handler<B: Backend>(ctx: &Ctx<B>, job: Job) -> Outcome {
             },
         },
         () = ctx.control.abort_signal() => Outcome::Aborted,
+        () = near_deadline => Outcome::Aborted,
     }
+}
+
+/// `err` and its causes, `: `-separated.
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
 }
 
 fn panic_message(panic: &(dyn Any + Send)) -> &str {
@@ -91,33 +139,26 @@ fn panic_message(panic: &(dyn Any + Send)) -> &str {
     }
 }
 
-/// Gives the job back after `delay`, without holding a concurrency slot.
-/// The job stays active at the broker meanwhile (heartbeats keep it so for
-/// long delays); a stop NACKs at once.
-async fn retry_later<B: Backend>(
-    ctx: &Ctx<B>,
-    id: &JobId,
-    delay: Duration,
-    slot: OwnedSemaphorePermit,
-) {
-    drop(slot);
-    {
-        let _beating = ctx.heartbeats.register(id.clone());
-        tokio::select! {
-            biased;
-            () = ctx.control.stopping() => {}
-            () = tokio::time::sleep(delay) => {}
-        }
+/// Hands the job back to come again after `delay`. The caller holds the
+/// job's slot until the broker has it back, so a listener with a failing
+/// downstream holds at most its concurrency in jobs.
+async fn retry(handle: &DeliveryHandle, delay: Duration) {
+    if let Err(err) = handle.retry(delay).await {
+        tracing::warn!(cause = %err, "could not schedule the retry; the broker redelivers the job when its lease ends");
     }
-    nack(ctx, id).await;
 }
 
+/// Most attempts at pushing one dead letter before the job is given back
+/// to the broker (which redelivers it, so nothing is lost).
+const DEAD_LETTER_PUSHES: u32 = 3;
+
 /// Pushes a [`DeadLetterRecord`] to the dead-letter topic and ACKs the job
-/// (or just logs and ACKs with `DeadLetter::Drop`). When the push fails the
-/// job is given back after a backoff instead, so it is never lost.
-async fn dead_letter<B: Backend>(
-    ctx: &Ctx<B>,
+/// (or just logs and ACKs with `DeadLetter::Drop`). When the push keeps
+/// failing the job is retried later instead, so it is never lost.
+async fn dead_letter(
+    ctx: &Ctx,
     job: &Job,
+    handle: &DeliveryHandle,
     attempt: u32,
     message: String,
     permanent: bool,
@@ -125,49 +166,56 @@ async fn dead_letter<B: Backend>(
 ) {
     let Some(dead_letter_topic) = &ctx.dead_letter else {
         tracing::error!(cause = %message, permanent, "job failed for good; dropped");
-        ack(ctx, job.id(), slot).await;
+        ctx.acker.ack(handle.clone(), slot).await;
         return;
     };
     let record = DeadLetterRecord::new(job, attempt, message, permanent);
-    let pushed = match serde_json::to_vec(&record) {
-        Ok(body) => {
-            ctx.backend
-                .add(dead_letter_topic, body.into(), &PushOptions::default())
-                .await
-        }
-        Err(err) => Err(err.into()),
-    };
-    match pushed {
-        Ok(dead_id) => {
-            tracing::error!(
-                cause = %record.error,
-                permanent,
-                dead_letter_topic = %dead_letter_topic,
-                dead_letter_id = %dead_id,
-                "job failed for good; moved to the dead-letter topic"
-            );
-            ack(ctx, job.id(), slot).await;
-        }
+    let body = match serde_json::to_vec(&record) {
+        Ok(body) => bytes::Bytes::from(body),
         Err(err) => {
-            let delay = backoff::with_jitter(ctx.options.backoff.delay_after(attempt));
-            tracing::error!(
-                cause = %err,
-                dead_letter_topic = %dead_letter_topic,
-                retry_in = ?delay,
-                "could not push to the dead-letter topic; giving the job back"
-            );
-            retry_later(ctx, job.id(), delay, slot).await;
+            tracing::error!(cause = %err, "could not encode the dead-letter record; dropped");
+            ctx.acker.ack(handle.clone(), slot).await;
+            return;
+        }
+    };
+    let mut last_error = None;
+    for push in 1..=DEAD_LETTER_PUSHES {
+        match ctx
+            .backend
+            .publish(dead_letter_topic, body.clone(), &PushOptions::default())
+            .await
+        {
+            Ok(dead_id) => {
+                tracing::error!(
+                    cause = %record.error,
+                    permanent,
+                    dead_letter_topic = %dead_letter_topic,
+                    dead_letter_id = %dead_id,
+                    "job failed for good; moved to the dead-letter topic"
+                );
+                ctx.acker.ack(handle.clone(), slot).await;
+                return;
+            }
+            Err(err) => {
+                last_error = Some(err);
+                if push < DEAD_LETTER_PUSHES {
+                    tokio::time::sleep(ctx.options.backoff.delay_after(push)).await;
+                }
+            }
         }
     }
+    let delay = backoff::with_jitter(ctx.options.backoff.max);
+    tracing::error!(
+        cause = last_error.map(|e| e.to_string()),
+        dead_letter_topic = %dead_letter_topic,
+        retry_in = ?delay,
+        "could not push to the dead-letter topic; the job goes back to its queue and is dead-lettered again after its next failure"
+    );
+    retry(handle, delay).await;
 }
 
-/// Hands the job to the listener's acker; `slot` is freed once it is ACKed.
-async fn ack<B: Backend>(ctx: &Ctx<B>, id: &JobId, slot: OwnedSemaphorePermit) {
-    ctx.acker.ack(&*ctx.backend, id.clone(), slot).await;
-}
-
-async fn nack<B: Backend>(ctx: &Ctx<B>, id: &JobId) {
-    if let Err(err) = ctx.backend.nack(id).await {
-        tracing::warn!(cause = %err, "NACK failed; the job will be redelivered after its retry window");
+async fn release(handle: &DeliveryHandle) {
+    if let Err(err) = handle.release().await {
+        tracing::warn!(cause = %err, "could not give the job back; the broker redelivers it when its lease ends");
     }
 }

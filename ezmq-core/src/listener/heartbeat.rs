@@ -1,13 +1,14 @@
-//! Heartbeats: telling the broker that long-running jobs are still alive.
+//! Heartbeats: extending the leases of long-running jobs, on brokers that
+//! have leases (Disque `WORKING`, Redis `XCLAIM`).
 //!
 //! One ticker task per listener rather than a timer per job (a `sleep` armed
 //! and cancelled for every job cost about 0.9 µs of CPU per job, and almost
 //! every job finishes long before its first heartbeat). A job registers
-//! while its handler runs (or while it waits for a retry backoff) and is
+//! while its handler runs and is
 //! unregistered when its [`Beating`] guard drops.
 //!
-//! Per job the schedule is unchanged: the first [`Backend::working`] after
-//! `after`, then every half retry window the broker reports (at least
+//! Per job: the first [`Settle::extend_lease`](crate::spi::Settle::extend_lease)
+//! after `after`, then every half lease the broker reports (at least
 //! 200 ms). A zero window (an at-most-once job, never redelivered) stops the
 //! job's heartbeats; an error is logged and retried after `after`.
 //!
@@ -22,8 +23,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::Backend;
 use crate::job::JobId;
+use crate::spi::DeliveryHandle;
 
 /// Shortest pause between two heartbeats of one job.
 const MIN_INTERVAL: Duration = Duration::from_millis(200);
@@ -49,6 +50,7 @@ struct Table {
 #[derive(Debug)]
 struct Entry {
     id: JobId,
+    handle: DeliveryHandle,
     /// Next heartbeat; `None` once the broker said the job is never
     /// redelivered.
     due: Option<Instant>,
@@ -82,12 +84,19 @@ impl Heartbeats {
     }
 
     /// Sends heartbeats for `id` until the guard is dropped.
-    pub(crate) fn register(&self, id: JobId) -> Beating<'_> {
+    pub(crate) fn register(&self, id: JobId, handle: DeliveryHandle) -> Beating<'_> {
         let due = Instant::now() + self.after;
         let mut table = self.lock();
         let key = table.next_key;
         table.next_key += 1;
-        table.jobs.insert(key, Entry { id, due: Some(due) });
+        table.jobs.insert(
+            key,
+            Entry {
+                id,
+                handle,
+                due: Some(due),
+            },
+        );
         if table.planned.is_none_or(|planned| due < planned) {
             // Only when the ticker would look too late: on a busy listener
             // the oldest running job is due first, so this stays rare.
@@ -103,11 +112,7 @@ impl Heartbeats {
 
     /// The ticker: sends the heartbeats that are due until `finish` is
     /// cancelled (once every job task of the listener has ended).
-    pub(crate) async fn run<B: Backend>(
-        self: Arc<Self>,
-        backend: Arc<B>,
-        finish: CancellationToken,
-    ) {
+    pub(crate) async fn run(self: Arc<Self>, finish: CancellationToken) {
         loop {
             let planned = self.plan();
             let sleep = async {
@@ -121,7 +126,7 @@ impl Heartbeats {
                 () = self.wake.notified() => continue,
                 () = sleep => {}
             }
-            self.beat_due(&*backend).await;
+            self.beat_due().await;
         }
     }
 
@@ -133,27 +138,27 @@ impl Heartbeats {
         earliest
     }
 
-    /// Sends `WORKING` for every job due now, concurrently, and schedules
+    /// Extends the lease of every job due now, concurrently, and schedules
     /// each job's next heartbeat.
-    async fn beat_due<B: Backend>(&self, backend: &B) {
+    async fn beat_due(&self) {
         let now = Instant::now();
-        let due: Vec<(u64, JobId, Instant)> = self
+        let due: Vec<(u64, JobId, DeliveryHandle, Instant)> = self
             .lock()
             .jobs
             .iter()
             .filter_map(|(key, e)| {
                 let at = e.due.filter(|at| *at <= now)?;
-                Some((*key, e.id.clone(), at))
+                Some((*key, e.id.clone(), e.handle.clone(), at))
             })
             .collect();
         if due.is_empty() {
             return;
         }
-        let beats = due.iter().map(|(_, id, _)| backend.working(id));
+        let beats = due.iter().map(|(_, _, handle, _)| handle.extend_lease());
         let results = futures::future::join_all(beats).await;
         let now = Instant::now();
         let mut table = self.lock();
-        for ((key, id, at), result) in due.into_iter().zip(results) {
+        for ((key, id, _, at), result) in due.into_iter().zip(results) {
             let next = match result {
                 Ok(window) if window.is_zero() => {
                     tracing::debug!(job_id = %id, "job is never redelivered; heartbeats stop");

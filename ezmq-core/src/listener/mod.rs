@@ -11,15 +11,19 @@
 //!   job its slot;
 //! - a job's slot is freed once its ACK is answered, so the broker never
 //!   holds more unacknowledged jobs of a listener than its concurrency;
-//! - each job runs its handler in a `job` span with heartbeats for long
-//!   handlers and panic capture; success ACKs, failure retries with backoff
-//!   (without holding a slot) by NACKing, and a job that failed for good goes
-//!   to the dead-letter topic ([`DeadLetterRecord`]);
+//! - each job runs its handler in a `job` span with lease extensions for
+//!   long handlers (where the broker has leases) and panic capture; success
+//!   ACKs, failure hands the job back through its delivery handle to come
+//!   again after the backoff (the slot is held until the broker took it
+//!   back, so a failing downstream never makes a listener hoard jobs), and a
+//!   job that failed for good goes to the dead-letter topic
+//!   ([`DeadLetterRecord`]);
 //! - fetch errors (broker down) are logged and retried with backoff; the
 //!   loop only ends on a stop;
 //! - a stop (from [`ListenerHandle::stop`] or the client's shutdown) ends
 //!   fetching, lets running handlers finish within the grace period, then
-//!   aborts them and NACKs their jobs. Nothing is ACKed unprocessed.
+//!   aborts them and gives their jobs back. Nothing is ACKed unprocessed
+//!   (unless the listener is [at most once](crate::ConsumeOptions::at_most_once)).
 
 mod acker;
 mod backoff;
@@ -30,11 +34,6 @@ mod heartbeat;
 mod registry;
 mod run_loop;
 
-#[cfg(test)]
-mod test_backend;
-#[cfg(test)]
-mod tests;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,11 +41,10 @@ use tokio::sync::Semaphore;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::backend::Backend;
-use crate::client::Client;
 use crate::consume_options::ConsumeOptions;
 use crate::error::Result;
 use crate::handler::Handler;
+use crate::spi::{Backend, Capability, Runtime, Source};
 use crate::topic::Topic;
 
 use self::control::Control;
@@ -69,9 +67,15 @@ pub struct ListenerHandle {
 }
 
 impl ListenerHandle {
-    /// The topic the listener consumes.
+    /// The topic the listener consumes (the broadcast topic for a consumer
+    /// group).
     pub fn topic(&self) -> &Topic {
-        self.control.topic()
+        self.control.source().topic()
+    }
+
+    /// What the listener consumes: a topic, or a consumer group of one.
+    pub fn source(&self) -> &Source {
+        self.control.source()
     }
 
     /// Handlers running right now.
@@ -108,9 +112,9 @@ impl ListenerHandle {
 }
 
 /// What a listener's tasks share.
-pub(crate) struct Ctx<B: Backend> {
-    backend: Arc<B>,
-    topic: Topic,
+pub(crate) struct Ctx {
+    backend: Arc<dyn Backend>,
+    source: Source,
     handler: Arc<dyn Handler>,
     options: ConsumeOptions,
     /// `None` for [`DeadLetter::Drop`](crate::DeadLetter::Drop).
@@ -122,30 +126,31 @@ pub(crate) struct Ctx<B: Backend> {
     jobs: TaskTracker,
     /// Sends finished jobs' ACKs in batches.
     acker: acker::Acker,
-    /// Sends the heartbeats of long-running jobs.
-    heartbeats: Arc<heartbeat::Heartbeats>,
+    /// Extends the leases of long-running jobs; `None` on brokers without
+    /// leases.
+    heartbeats: Option<Arc<heartbeat::Heartbeats>>,
 }
 
-/// Starts a listener on `topic` owned by `client` (options already
+/// Starts a listener on `source` owned by `runtime` (options already
 /// validated). Must be called within a Tokio runtime.
-pub(crate) fn start<B: Backend>(
-    client: &Client<B>,
+pub(crate) fn start(
+    runtime: &Runtime,
     registry: &Registry,
-    topic: Topic,
+    source: Source,
     handler: Arc<dyn Handler>,
     options: ConsumeOptions,
 ) -> Result<ListenerHandle> {
-    let dead_letter = dead_letter::resolve_topic(&topic, &options.dead_letter)?;
-    let control = Arc::new(Control::new(
-        topic.clone(),
-        client.shutdown_token(),
-        options.fetch_wait,
-    ));
+    let dead_letter = dead_letter::resolve_topic(&source, &options.dead_letter)?;
+    let control = Arc::new(Control::new(source.clone(), runtime.shutdown_token()));
     let (acker, ack_queue) = acker::channel();
-    let heartbeats = Arc::new(heartbeat::Heartbeats::new(options.heartbeat_after));
+    let backend = Arc::clone(runtime.backend());
+    let heartbeats = backend
+        .capabilities()
+        .has(Capability::LeaseExtension)
+        .then(|| Arc::new(heartbeat::Heartbeats::new(options.heartbeat_after)));
     let ctx = Arc::new(Ctx {
-        backend: Arc::clone(client.backend()),
-        topic: topic.clone(),
+        backend,
+        source: source.clone(),
         handler,
         slots: Arc::new(Semaphore::new(options.concurrency)),
         options,
@@ -156,8 +161,12 @@ pub(crate) fn start<B: Backend>(
         heartbeats,
     });
     registry.register(Arc::clone(&control));
-    let span = tracing::info_span!("listener", topic = %topic);
-    client.spawn(run_loop::run(ctx, ack_queue).instrument(span));
-    tracing::debug!(topic = %topic, "listener started");
+    let span = tracing::info_span!(
+        "listener",
+        topic = %source.topic(),
+        group = source.group().map(tracing::field::display),
+    );
+    runtime.spawn(run_loop::run(ctx, ack_queue).instrument(span));
+    tracing::debug!(%source, "listener started");
     Ok(ListenerHandle { control })
 }

@@ -25,15 +25,11 @@ impl Registry {
         listeners.push(control);
     }
 
-    /// Asks every listener to stop with `grace`; returns the longest
-    /// `fetch_wait` among them (how long a fetch in flight may still take).
-    pub(crate) fn stop_all(&self, grace: Duration) -> Duration {
+    /// Asks every listener to stop with `grace`.
+    pub(crate) fn stop_all(&self, grace: Duration) {
         let listeners = std::mem::take(&mut *self.lock());
-        let mut longest_fetch = Duration::ZERO;
         for control in listeners {
             control.request_stop(grace);
-            longest_fetch = longest_fetch.max(control.fetch_wait());
         }
-        longest_fetch
     }
 }

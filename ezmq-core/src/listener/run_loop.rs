@@ -7,8 +7,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::backend::Backend;
-use crate::job::Job;
+use crate::spi::Delivery;
 
 use super::acker::{self, AckQueue};
 use super::backoff::FetchBackoff;
@@ -16,7 +15,7 @@ use super::{execution, Ctx};
 
 /// Runs the listener: starts its acker and heartbeat ticker, fetches until
 /// stopped, then waits for its jobs to be ACKed or given back.
-pub(crate) async fn run<B: Backend>(ctx: Arc<Ctx<B>>, ack_queue: AckQueue) {
+pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
     let _done = ctx.control.done_guard();
     // Both helpers end only after every job task has: the acker then
     // flushes the last ACKs before the listener reports drained (and so
@@ -25,26 +24,32 @@ pub(crate) async fn run<B: Backend>(ctx: Arc<Ctx<B>>, ack_queue: AckQueue) {
     let acker = tokio::spawn(
         acker::run(Arc::clone(&ctx.backend), ack_queue, wind_down.clone()).in_current_span(),
     );
-    let ticker = tokio::spawn(
-        Arc::clone(&ctx.heartbeats)
-            .run(Arc::clone(&ctx.backend), wind_down.clone())
-            .in_current_span(),
-    );
+    let ticker = ctx.heartbeats.as_ref().map(|heartbeats| {
+        tokio::spawn(
+            Arc::clone(heartbeats)
+                .run(wind_down.clone())
+                .in_current_span(),
+        )
+    });
     // Also stops them should this task be dropped half-way.
     let wind_down_guard = wind_down.drop_guard();
     fetch_until_stopped(&ctx).await;
     ctx.jobs.close();
     ctx.jobs.wait().await;
     drop(wind_down_guard);
-    for (task, result) in [("acker", acker.await), ("heartbeat ticker", ticker.await)] {
-        if let Err(err) = result {
-            tracing::error!(task, cause = %err, "listener task failed");
-        }
+    if let Err(err) = acker.await {
+        tracing::error!(task = "acker", cause = %err, "listener task failed");
+    }
+    if let Some(Err(err)) = match ticker {
+        Some(ticker) => Some(ticker.await),
+        None => None,
+    } {
+        tracing::error!(task = "lease extender", cause = %err, "listener task failed");
     }
     tracing::debug!("listener stopped");
 }
 
-async fn fetch_until_stopped<B: Backend>(ctx: &Arc<Ctx<B>>) {
+async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
     let mut errors = FetchBackoff::new();
     loop {
         let Some(permits) = free_slots(ctx).await else {
@@ -52,16 +57,16 @@ async fn fetch_until_stopped<B: Backend>(ctx: &Arc<Ctx<B>>) {
         };
         // A fetch in flight is awaited, not dropped: it is bounded by
         // `fetch_wait`, and dropping it could strand delivered jobs until
-        // their retry window.
+        // their lease ends.
         let fetched = ctx
             .backend
-            .fetch(&ctx.topic, permits.len(), ctx.options.fetch_wait)
+            .receive(&ctx.source, permits.len(), ctx.options.fetch_wait)
             .await;
         match fetched {
             Ok(jobs) => {
                 errors.reset();
                 if ctx.control.is_stopping() {
-                    give_back(ctx, jobs, "listener stopping").await;
+                    give_back(jobs, "listener stopping").await;
                     return;
                 }
                 dispatch(ctx, jobs, permits).await;
@@ -93,7 +98,7 @@ const LINGER: Duration = Duration::from_millis(1);
 /// [`LINGER`] for that half before fetching. An idle listener has all its
 /// slots free and fetches at once: the wait costs latency only when the
 /// listener is saturated, where jobs wait in the queue anyway.
-async fn free_slots<B: Backend>(ctx: &Ctx<B>) -> Option<Vec<OwnedSemaphorePermit>> {
+async fn free_slots(ctx: &Ctx) -> Option<Vec<OwnedSemaphorePermit>> {
     let first = tokio::select! {
         biased;
         () = ctx.control.stopping() => return None,
@@ -121,7 +126,7 @@ async fn free_slots<B: Backend>(ctx: &Ctx<B>) -> Option<Vec<OwnedSemaphorePermit
 }
 
 /// Takes every slot free right now, up to the concurrency.
-fn take_free<B: Backend>(ctx: &Ctx<B>, permits: &mut Vec<OwnedSemaphorePermit>) {
+fn take_free(ctx: &Ctx, permits: &mut Vec<OwnedSemaphorePermit>) {
     while permits.len() < ctx.options.concurrency {
         match Arc::clone(&ctx.slots).try_acquire_owned() {
             Ok(permit) => permits.push(permit),
@@ -131,42 +136,42 @@ fn take_free<B: Backend>(ctx: &Ctx<B>, permits: &mut Vec<OwnedSemaphorePermit>) 
 }
 
 /// Starts a task per job, each with its slot.
-async fn dispatch<B: Backend>(
-    ctx: &Arc<Ctx<B>>,
-    jobs: Vec<Job>,
-    permits: Vec<OwnedSemaphorePermit>,
-) {
+async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedSemaphorePermit>) {
     let mut permits = permits.into_iter();
     let mut excess = Vec::new();
-    for job in jobs {
+    for delivery in deliveries {
         let Some(permit) = permits.next() else {
-            excess.push(job);
+            excess.push(delivery);
             continue;
         };
         let span = tracing::info_span!(
             "job",
-            topic = %ctx.topic,
-            job_id = %job.id(),
-            attempt = job.attempt(),
+            topic = %ctx.source.topic(),
+            group = ctx.source.group().map(tracing::field::display),
+            job_id = %delivery.job.id(),
+            attempt = delivery.job.attempt(),
         );
         ctx.jobs
-            .spawn(execution::run_job(Arc::clone(ctx), job, permit).instrument(span));
+            .spawn(execution::run_job(Arc::clone(ctx), delivery, permit).instrument(span));
     }
     if !excess.is_empty() {
-        give_back(ctx, excess, "backend returned more jobs than asked").await;
+        give_back(excess, "backend returned more jobs than asked").await;
     }
 }
 
-/// Puts jobs that were fetched but will not run back in the queue.
-async fn give_back<B: Backend>(ctx: &Ctx<B>, jobs: Vec<Job>, reason: &'static str) {
-    for job in jobs {
-        match ctx.backend.requeue(job.id()).await {
-            Ok(()) => tracing::debug!(job_id = %job.id(), reason, "job given back without running"),
+/// Puts jobs that were received but will not run back in the queue.
+async fn give_back(deliveries: Vec<Delivery>, reason: &'static str) {
+    let released = deliveries.iter().map(|d| d.handle.release());
+    let results = futures::future::join_all(released).await;
+    for (delivery, result) in deliveries.iter().zip(results) {
+        let job_id = delivery.job.id();
+        match result {
+            Ok(()) => tracing::debug!(%job_id, reason, "job given back without running"),
             Err(err) => tracing::warn!(
-                job_id = %job.id(),
+                %job_id,
                 cause = %err,
                 reason,
-                "could not give a job back; it is redelivered after its retry window"
+                "could not give a job back; the broker redelivers it when its lease ends"
             ),
         }
     }

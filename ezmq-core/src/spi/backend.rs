@@ -1,0 +1,95 @@
+//! The core trait every broker crate implements.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::job::JobId;
+use crate::push_options::PushOptions;
+use crate::topic::Topic;
+
+use super::capability::Capabilities;
+use super::claim::ExclusiveClaim;
+use super::delivery::{Delivery, DeliveryHandle};
+use super::fan_out::FanOut;
+use super::reply::ReplyChannel;
+use super::source::Source;
+use super::stats::{Peek, QueueStats};
+
+/// A message broker as seen by ezmq.
+///
+/// Implementations are shared (`Arc`) between every task of a client and
+/// must be safe to call concurrently. Optional abilities are handed out by
+/// the accessors at the bottom (each `None` by default) and reported by
+/// [`Backend::capabilities`].
+#[async_trait]
+pub trait Backend: Send + Sync + fmt::Debug + 'static {
+    /// The broker's name in errors and spans: `disque`, `redis`, `rabbitmq`.
+    fn name(&self) -> &'static str;
+
+    /// What this backend can do beyond the core calls.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Stores a message; returns once the broker confirmed it (as the
+    /// backend's durability settings say), with its id. Only called with
+    /// a delay when the backend reports
+    /// [`Capability::DelayedDelivery`](super::Capability::DelayedDelivery).
+    async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId>;
+
+    /// Takes up to `max` messages from `source`, waiting up to `wait` for
+    /// the first one; an empty vector means none arrived in time.
+    ///
+    /// A received message belongs to the caller until its handle settles
+    /// it, or the broker redelivers it (lease expired, consumer gone).
+    /// Dropping the returned future must not lose a message.
+    async fn receive(&self, source: &Source, max: usize, wait: Duration) -> Result<Vec<Delivery>>;
+
+    /// Acknowledges several deliveries at once (listeners call it with the
+    /// jobs that finished together). An error means some may not be
+    /// acknowledged; the caller then acks them one by one. The default
+    /// acks each handle concurrently; backends with a multi-message ack
+    /// override it.
+    async fn ack_batch(&self, handles: &[DeliveryHandle]) -> Result<()> {
+        let acks = futures::future::join_all(handles.iter().map(DeliveryHandle::ack)).await;
+        acks.into_iter().collect()
+    }
+
+    /// The longest a handler may run before the broker takes its message
+    /// back whatever the listener does (RabbitMQ's `consumer_timeout`);
+    /// listeners warn as a handler gets near it. `None`: no such limit.
+    fn delivery_deadline(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Closes every connection. Calls after `close` fail with
+    /// [`Error::Shutdown`](crate::Error::Shutdown).
+    async fn close(&self) -> Result<()>;
+
+    /// [`QueueStats`], when the backend has it.
+    fn queue_stats(&self) -> Option<&dyn QueueStats> {
+        None
+    }
+
+    /// [`Peek`], when the backend has it.
+    fn peek(&self) -> Option<&dyn Peek> {
+        None
+    }
+
+    /// [`ExclusiveClaim`], when the backend has it.
+    fn exclusive_claim(&self) -> Option<&dyn ExclusiveClaim> {
+        None
+    }
+
+    /// [`FanOut`], when the backend has it.
+    fn fan_out(&self) -> Option<&dyn FanOut> {
+        None
+    }
+
+    /// [`ReplyChannel`], when the backend has it.
+    fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
+        None
+    }
+}

@@ -1,0 +1,39 @@
+//! The backend SPI: what a broker crate implements so that
+//! [`Client`](crate::Client) and every feature built on it work unchanged,
+//! and the plumbing feature crates (cron, broadcast, request-reply) build
+//! on. Applications do not need anything here.
+//!
+//! The core trait, [`Backend`], is small: publish with broker confirmation,
+//! receive [`Delivery`]s, close. Each delivery settles itself through the
+//! [`DeliveryHandle`] it carries (ack, retry after a delay, give back, and
+//! where the broker can, extend its lease), as lapin's `Acker` and
+//! JetStream's `Message` do.
+//!
+//! Optional abilities are separate small traits — [`QueueStats`], [`Peek`],
+//! [`ExclusiveClaim`], [`FanOut`], [`ReplyChannel`] — that a backend hands
+//! out from [`Backend`]'s accessors, and a [`Capabilities`] report (which
+//! also covers the abilities that are a flag on the core calls: delayed
+//! delivery and lease extension). A feature that needs a missing ability
+//! fails when it is registered with
+//! [`Error::Unsupported`](crate::Error::Unsupported).
+
+mod backend;
+mod capability;
+mod claim;
+mod delivery;
+pub mod envelope;
+mod fan_out;
+mod reply;
+mod runtime;
+mod source;
+mod stats;
+
+pub use backend::Backend;
+pub use capability::{Capabilities, Capability};
+pub use claim::ExclusiveClaim;
+pub use delivery::{Delivery, DeliveryHandle, Settle};
+pub use fan_out::{FanOut, GroupMembership};
+pub use reply::{Inbox, ReplyChannel};
+pub use runtime::Runtime;
+pub use source::Source;
+pub use stats::{Peek, QueueStats};

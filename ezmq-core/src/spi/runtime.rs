@@ -1,0 +1,246 @@
+//! The client's runtime: what feature crates build on.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::client::ClientConfig;
+use crate::consume_options::ConsumeOptions;
+use crate::error::{Error, Result};
+use crate::extensions::Extensions;
+use crate::handler::Handler;
+use crate::job::JobId;
+use crate::listener::{self, ListenerHandle};
+use crate::push_options::PushOptions;
+use crate::topic::Topic;
+
+use super::backend::Backend;
+use super::capability::Capability;
+use super::claim::ExclusiveClaim;
+use super::fan_out::FanOut;
+use super::reply::ReplyChannel;
+use super::source::Source;
+
+/// The state one [`Client`](crate::Client) and its clones share: the
+/// backend, background tasks, listeners, per-feature state. Feature crates
+/// reach it through [`MqClient::runtime`](crate::MqClient::runtime);
+/// applications have no use for it.
+pub struct Runtime {
+    backend: Arc<dyn Backend>,
+    config: ClientConfig,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    closed: AtomicBool,
+    extensions: Extensions,
+    listeners: listener::Registry,
+}
+
+impl Drop for Runtime {
+    // The last client clone gone: stop every background task.
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("backend", &self.backend)
+            .field("config", &self.config)
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Runtime {
+    pub(crate) fn new(backend: Arc<dyn Backend>, config: ClientConfig) -> Self {
+        Runtime {
+            backend,
+            config,
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            closed: AtomicBool::new(false),
+            extensions: Extensions::default(),
+            listeners: listener::Registry::default(),
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// The client's settings.
+    pub fn config(&self) -> &ClientConfig {
+        &self.config
+    }
+
+    /// Fails with [`Error::Unsupported`] unless the backend reports
+    /// `capability`.
+    pub fn require(&self, capability: Capability) -> Result<()> {
+        if self.backend.capabilities().has(capability) {
+            Ok(())
+        } else {
+            Err(self.unsupported(capability))
+        }
+    }
+
+    /// The [`Error::Unsupported`] for `capability` on this backend.
+    pub fn unsupported(&self, capability: Capability) -> Error {
+        Error::Unsupported {
+            backend: self.backend.name(),
+            capability,
+        }
+    }
+
+    /// The backend's [`ExclusiveClaim`], or [`Error::Unsupported`].
+    pub fn exclusive_claim(&self) -> Result<&dyn ExclusiveClaim> {
+        self.require(Capability::ExclusiveClaim)?;
+        self.backend
+            .exclusive_claim()
+            .ok_or_else(|| self.unsupported(Capability::ExclusiveClaim))
+    }
+
+    /// The backend's [`FanOut`], or [`Error::Unsupported`].
+    pub fn fan_out(&self) -> Result<&dyn FanOut> {
+        self.require(Capability::FanOut)?;
+        self.backend
+            .fan_out()
+            .ok_or_else(|| self.unsupported(Capability::FanOut))
+    }
+
+    /// The backend's [`ReplyChannel`], or [`Error::Unsupported`].
+    pub fn reply_channel(&self) -> Result<&dyn ReplyChannel> {
+        self.require(Capability::RequestReply)?;
+        self.backend
+            .reply_channel()
+            .ok_or_else(|| self.unsupported(Capability::RequestReply))
+    }
+
+    /// Per-client state of a feature crate: the value of type `T` (one per
+    /// type and client, shared by the client's clones), created by `init` on
+    /// first use.
+    pub fn extension<T, F>(&self, init: F) -> Arc<T>
+    where
+        T: std::any::Any + Send + Sync,
+        F: FnOnce() -> T,
+    {
+        self.extensions.get_or_init(init)
+    }
+
+    /// A token cancelled when the client shuts down (or its last clone is
+    /// dropped). Background work of feature crates selects on it.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.child_token()
+    }
+
+    /// True once shutdown has started.
+    pub fn is_shut_down(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Fails with [`Error::Shutdown`] once shutdown has started.
+    pub fn ensure_open(&self) -> Result<()> {
+        if self.is_shut_down() {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Spawns a background task owned by the client: shutdown waits for it
+    /// (it should watch [`Runtime::shutdown_token`]).
+    pub fn spawn<F>(&self, task: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.tasks.spawn(task)
+    }
+
+    /// Checks a body against [`ClientConfig::max_payload_bytes`].
+    pub fn check_payload(&self, body: &[u8]) -> Result<()> {
+        let max = self.config.max_payload_bytes;
+        if body.len() > max {
+            return Err(Error::PayloadTooLarge {
+                size: body.len(),
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks what a push needs before anything is sent: an open client, the
+    /// payload limit, valid options the backend supports.
+    pub fn check_push(&self, body: &[u8], options: &PushOptions) -> Result<()> {
+        self.ensure_open()?;
+        self.check_payload(body)?;
+        options.validate()?;
+        if options.delay.is_some_and(|d| !d.is_zero()) {
+            self.require(Capability::DelayedDelivery)?;
+        }
+        Ok(())
+    }
+
+    /// Publishes to an already validated (possibly internal) topic.
+    pub async fn publish(
+        &self,
+        topic: &Topic,
+        body: Bytes,
+        options: &PushOptions,
+    ) -> Result<JobId> {
+        self.check_push(&body, options)?;
+        self.backend.publish(topic, body, options).await
+    }
+
+    /// Starts a listener on `source` (a possibly internal topic, or a
+    /// consumer group).
+    ///
+    /// The listener belongs to the client: it runs until
+    /// [`ListenerHandle::stop`] or the client's shutdown, whatever happens
+    /// to the handle. Fails on invalid options, including a dead-letter
+    /// topic that is not a valid name, and for a group source on a backend
+    /// without [`Capability::FanOut`].
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime.
+    pub fn listen(
+        &self,
+        source: Source,
+        handler: Arc<dyn Handler>,
+        options: ConsumeOptions,
+    ) -> Result<ListenerHandle> {
+        self.ensure_open()?;
+        options.validate()?;
+        if matches!(source, Source::Group { .. }) {
+            self.require(Capability::FanOut)?;
+        }
+        listener::start(self, &self.listeners, source, handler, options)
+    }
+
+    /// Stops every listener (each gets `grace`), cancels background work,
+    /// waits for every task, then closes the backend.
+    pub(crate) async fn shutdown(&self, grace: Duration) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Err(Error::Shutdown);
+        }
+        // Listeners first get the grace period, then the token stops them
+        // (and every other background task) from starting new work.
+        self.listeners.stop_all(grace);
+        self.shutdown.cancel();
+        self.tasks.close();
+        // Every task is joined: a listener ends once its jobs are settled
+        // and its last ACKs flushed, so closing the backend after this
+        // loses nothing.
+        self.tasks.wait().await;
+        self.backend.close().await
+    }
+}
