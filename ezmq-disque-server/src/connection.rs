@@ -1,5 +1,6 @@
 //! Buffered RESP2 request parsing (multibulk and inline) and reply buffering.
 
+use crate::limits::{UNAUTH_MAX_ARGS, UNAUTH_MAX_BULK};
 use bytes::{Buf, Bytes, BytesMut};
 
 /// Largest number of arguments accepted in one multibulk request.
@@ -74,19 +75,29 @@ pub(crate) struct MultibulkState {
     spans: Vec<(usize, usize)>,
 }
 
+/// Size limits applied while parsing a request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Largest request (and bulk string) accepted.
+    pub(crate) max_request: usize,
+    /// False before a required AUTH: only small requests are accepted
+    /// (at most 10 arguments of at most 16 KiB each, as Redis >= 6.2).
+    pub(crate) authed: bool,
+}
+
 /// Tries to parse one request from `buf`. On success the consumed bytes are
 /// removed from `buf`. `state` carries progress between calls and must be
 /// reused for the same buffer.
 pub(crate) fn parse_request(
     buf: &mut BytesMut,
     state: &mut MultibulkState,
-    max_request: usize,
+    limits: Limits,
 ) -> Result<Parsed, ProtocolError> {
     if buf.is_empty() {
         return Ok(Parsed::Incomplete);
     }
     if buf[0] == b'*' {
-        parse_multibulk(buf, state, max_request)
+        parse_multibulk(buf, state, limits)
     } else {
         parse_inline(buf)
     }
@@ -95,8 +106,13 @@ pub(crate) fn parse_request(
 fn parse_multibulk(
     buf: &mut BytesMut,
     st: &mut MultibulkState,
-    max_request: usize,
+    limits: Limits,
 ) -> Result<Parsed, ProtocolError> {
+    let max_request = if limits.authed {
+        limits.max_request
+    } else {
+        limits.max_request.min(UNAUTH_MAX_BULK)
+    };
     if st.count == 0 {
         let Some(end) = find_crlf(buf, 0) else {
             if buf.len() > MAX_INLINE_BYTES {
@@ -108,6 +124,9 @@ fn parse_multibulk(
             Some(n) if n <= MAX_MULTIBULK_ARGS as i64 => n,
             _ => return Err(ProtocolError("invalid multibulk length".into())),
         };
+        if !limits.authed && count > UNAUTH_MAX_ARGS as i64 {
+            return Err(ProtocolError("unauthenticated multibulk length".into()));
+        }
         if count <= 0 {
             buf.advance(end + 2);
             return Ok(Parsed::Command(Vec::new()));
@@ -132,6 +151,9 @@ fn parse_multibulk(
             return Ok(Parsed::Incomplete);
         };
         let len = match parse_len(&buf[pos + 1..lend]) {
+            Some(n) if !limits.authed && n > UNAUTH_MAX_BULK as i64 => {
+                return Err(ProtocolError("unauthenticated bulk length".into()))
+            }
             Some(n) if n >= 0 && (n as u64) <= max_request as u64 => n as usize,
             _ => return Err(ProtocolError("invalid bulk length".into())),
         };
@@ -284,7 +306,36 @@ mod tests {
 
     fn parse(input: &[u8]) -> Result<Parsed, ProtocolError> {
         let mut b = BytesMut::from(input);
-        parse_request(&mut b, &mut MultibulkState::default(), 1 << 20)
+        parse_request(&mut b, &mut MultibulkState::default(), LIMITS)
+    }
+
+    const LIMITS: Limits = Limits {
+        max_request: 1 << 20,
+        authed: true,
+    };
+
+    #[test]
+    fn unauthenticated_requests_are_small() {
+        let unauth = Limits {
+            max_request: 1 << 20,
+            authed: false,
+        };
+        let mut st = MultibulkState::default();
+        let mut b = BytesMut::from(&b"*3\r\n$6\r\nADDJOB\r\n$60000000\r\n"[..]);
+        let e = parse_request(&mut b, &mut st, unauth);
+        assert_eq!(
+            e.err(),
+            Some(ProtocolError("unauthenticated bulk length".into()))
+        );
+        let mut b = BytesMut::from(&b"*11\r\n"[..]);
+        let e = parse_request(&mut b, &mut MultibulkState::default(), unauth);
+        assert_eq!(
+            e.err(),
+            Some(ProtocolError("unauthenticated multibulk length".into()))
+        );
+        let mut b = BytesMut::from(&b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n"[..]);
+        let ok = parse_request(&mut b, &mut MultibulkState::default(), unauth);
+        assert!(matches!(ok, Ok(Parsed::Command(_))));
     }
 
     #[test]
@@ -307,7 +358,7 @@ mod tests {
         let mut got = Vec::new();
         for &byte in full.iter() {
             b.extend_from_slice(&[byte]);
-            while let Ok(Parsed::Command(a)) = parse_request(&mut b, &mut st, 1 << 20) {
+            while let Ok(Parsed::Command(a)) = parse_request(&mut b, &mut st, LIMITS) {
                 got.push(a);
             }
         }

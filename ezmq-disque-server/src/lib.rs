@@ -21,6 +21,7 @@ mod cmd;
 mod connection;
 mod frame;
 mod job;
+mod limits;
 mod parse;
 mod queue;
 mod server;
@@ -32,6 +33,7 @@ pub use cluster::{ClusterNode, EmbeddedCluster};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tokio_util::task::TaskTracker;
@@ -72,6 +74,8 @@ pub struct ServerConfig {
     max_clients: usize,
     max_request_bytes: usize,
     max_memory_bytes: usize,
+    max_query_buffers_bytes: usize,
+    request_stall_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -84,6 +88,8 @@ impl Default for ServerConfig {
             max_clients: 10_000,
             max_request_bytes: 64 * 1024 * 1024,
             max_memory_bytes: 0,
+            max_query_buffers_bytes: 256 * 1024 * 1024,
+            request_stall_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -129,6 +135,26 @@ impl ServerConfig {
     /// (0 = unlimited, the default).
     pub fn with_max_memory_bytes(mut self, n: usize) -> Self {
         self.max_memory_bytes = n;
+        self
+    }
+
+    /// Limit on the input buffered by all clients together (default
+    /// 256 MiB, raised to the request size limit plus 64 KiB when smaller;
+    /// 0 = unlimited). A client whose partial request would take the total
+    /// past it gets `-ERR Protocol error: ...` and is closed; a client
+    /// holding at most 64 KiB of input is never refused.
+    #[must_use]
+    pub fn with_max_query_buffers_bytes(mut self, n: usize) -> Self {
+        self.max_query_buffers_bytes = n;
+        self
+    }
+
+    /// A client that stops sending in the middle of a request for this
+    /// long is disconnected (default 10 s; zero = never). Idle clients
+    /// between requests are not affected.
+    #[must_use]
+    pub fn with_request_stall_timeout(mut self, timeout: Duration) -> Self {
+        self.request_stall_timeout = timeout;
         self
     }
 }
@@ -188,14 +214,7 @@ impl EmbeddedDisque {
             Some((link, rx)) => (Some(link), Some(rx)),
             None => (None, None),
         };
-        let node = Arc::new(state::Node::new(
-            node_id,
-            addr.port(),
-            config.requirepass.clone(),
-            config.max_memory_bytes,
-            config.max_request_bytes.max(1024),
-            link,
-        ));
+        let node = Arc::new(state::Node::new(node_id, addr.port(), config, link));
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();
         tracker.spawn(timers::run(node.clone(), token.clone()));

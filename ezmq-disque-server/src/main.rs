@@ -38,6 +38,14 @@ struct Args {
     /// Maximum request size in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024)]
     max_request_bytes: usize,
+    /// Limit on the input buffered by all clients together, in bytes
+    /// (0 = no limit).
+    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    maxmemory_clients: usize,
+    /// Disconnect a client that stops in the middle of a request for this
+    /// many seconds (0 = never).
+    #[arg(long, default_value_t = 10)]
+    request_stall_timeout: u64,
     /// Tokio worker threads: 0 = one per CPU, 1 = a single-threaded runtime.
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -82,7 +90,9 @@ async fn run(args: Args) -> std::process::ExitCode {
         .with_requirepass(args.requirepass)
         .with_max_clients(args.maxclients)
         .with_max_memory_bytes(args.maxmemory)
-        .with_max_request_bytes(args.max_request_bytes);
+        .with_max_request_bytes(args.max_request_bytes)
+        .with_max_query_buffers_bytes(args.maxmemory_clients)
+        .with_request_stall_timeout(std::time::Duration::from_secs(args.request_stall_timeout));
     if let Some(id) = args.node_id {
         config = config.with_node_id(id);
     }

@@ -2,8 +2,9 @@
 
 use crate::cluster::replication;
 use crate::cmd::{dispatch, Blocked, Outcome, Replicating, Session};
-use crate::connection::{parse_request, MultibulkState, Parsed, ProtocolError};
+use crate::connection::{parse_request, Limits, MultibulkState, Parsed, ProtocolError};
 use crate::frame::Frame;
+use crate::limits::BufferAccount;
 use crate::shutdown::Shutdown;
 use crate::state::Node;
 use bytes::{BufMut, BytesMut};
@@ -20,6 +21,11 @@ use tracing::{debug, warn};
 const WRITE_FLUSH_BYTES: usize = 64 * 1024;
 /// Read buffer growth step.
 const READ_CHUNK: usize = 16 * 1024;
+/// An empty read buffer larger than this is replaced by a fresh small one.
+const SHRINK_ABOVE: usize = 4 * READ_CHUNK;
+/// While a command waits (blocked GETJOB, replication), at most this much
+/// of what the client pipelines behind it is read (TCP holds the rest).
+const WAITING_READ_BYTES: usize = 4 * READ_CHUNK;
 
 /// Accepts connections until shutdown.
 pub(crate) async fn accept_loop(
@@ -88,11 +94,15 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
     let mut sess = Session {
         authed: node.requirepass.is_none(),
     };
-    let limit = node.max_request.saturating_add(64 * 1024);
+    let mut account = BufferAccount::new(&node.query_budget);
     let mut pstate = MultibulkState::default();
     loop {
         loop {
-            match parse_request(&mut rbuf, &mut pstate, node.max_request) {
+            let limits = Limits {
+                max_request: node.max_request,
+                authed: sess.authed,
+            };
+            match parse_request(&mut rbuf, &mut pstate, limits) {
                 Ok(Parsed::Incomplete) => break,
                 Ok(Parsed::Command(args)) => match dispatch(node, &mut sess, &args) {
                     Outcome::Reply(f) => f.write_to(&mut wbuf),
@@ -107,9 +117,7 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
                         if !flush(&mut stream, &mut wbuf).await {
                             return;
                         }
-                        match wait_replicated(node, &mut stream, &mut rbuf, r, shutdown, limit)
-                            .await
-                        {
+                        match wait_replicated(node, &mut stream, &mut rbuf, r, shutdown).await {
                             Some(f) => f.write_to(&mut wbuf),
                             None => return,
                         }
@@ -119,7 +127,7 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
                             node.store().remove_waiter(b.wid);
                             return;
                         }
-                        match wait_blocked(node, &mut stream, &mut rbuf, b, shutdown, limit).await {
+                        match wait_blocked(node, &mut stream, &mut rbuf, b, shutdown).await {
                             Some(f) => f.write_to(&mut wbuf),
                             None => return,
                         }
@@ -137,16 +145,36 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
         if !flush(&mut stream, &mut wbuf).await {
             return;
         }
-        if rbuf.len() > limit {
-            protocol_error(&mut stream, &mut wbuf, "too big request").await;
-            return;
+        let partial = !rbuf.is_empty();
+        if !partial && rbuf.capacity() > SHRINK_ABOVE {
+            // Give back the room a big request left behind.
+            rbuf = BytesMut::with_capacity(READ_CHUNK);
         }
         if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
             rbuf.reserve(READ_CHUNK);
         }
+        if !account.update(rbuf.capacity()) {
+            warn!(
+                held = rbuf.capacity(),
+                total = node.query_budget.used(),
+                "closing a client: query buffers of all clients over the limit"
+            );
+            protocol_error(
+                &mut stream,
+                &mut wbuf,
+                "query buffers of all clients over the limit",
+            )
+            .await;
+            return;
+        }
+        let stall = node.stall_timeout;
         let r = tokio::select! {
             _ = shutdown.recv() => return,
             r = stream.read_buf(&mut rbuf) => r,
+            _ = tokio::time::sleep(stall), if partial && !stall.is_zero() => {
+                debug!("closing a client: its partial request stalled");
+                return;
+            }
         };
         match r {
             Ok(0) | Err(_) => return,
@@ -169,18 +197,17 @@ async fn wait_replicated(
     rbuf: &mut BytesMut,
     pending: Replicating,
     shutdown: &Shutdown,
-    limit: usize,
 ) -> Option<Frame> {
     let id = pending.id;
     let wait = replication::wait_replicated(node, pending);
     tokio::pin!(wait);
     loop {
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && rbuf.len() < limit {
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && rbuf.len() < WAITING_READ_BYTES {
             rbuf.reserve(READ_CHUNK);
         }
         tokio::select! {
             f = &mut wait => return Some(f),
-            r = stream.read_buf(rbuf), if rbuf.len() < limit => {
+            r = stream.read_buf(rbuf), if rbuf.len() < WAITING_READ_BYTES => {
                 if matches!(r, Ok(0) | Err(_)) {
                     replication::abandon(node, id);
                     return None;
@@ -199,7 +226,6 @@ async fn wait_blocked(
     rbuf: &mut BytesMut,
     blocked: Blocked,
     shutdown: &Shutdown,
-    limit: usize,
 ) -> Option<Frame> {
     let Blocked {
         wid,
@@ -215,7 +241,7 @@ async fn wait_blocked(
     };
     tokio::pin!(timer);
     loop {
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && rbuf.len() < limit {
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 && rbuf.len() < WAITING_READ_BYTES {
             rbuf.reserve(READ_CHUNK);
         }
         tokio::select! {
@@ -227,7 +253,7 @@ async fn wait_blocked(
                 }
                 return Some(rx.try_recv().unwrap_or(Frame::NullArray));
             }
-            r = stream.read_buf(rbuf), if rbuf.len() < limit => {
+            r = stream.read_buf(rbuf), if rbuf.len() < WAITING_READ_BYTES => {
                 match r {
                     Ok(0) | Err(_) => {
                         node.store().remove_waiter(wid);

@@ -4,12 +4,15 @@
 use crate::cluster::{AckWait, Link, ReplWait};
 use crate::frame::Frame;
 use crate::job::{Job, JobId, JobState, Rng};
+use crate::limits::QueryBudget;
 use crate::queue::Queue;
 use crate::timers::{now_ms, now_s};
+use crate::ServerConfig;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// Empty queues idle for this long are reclaimed.
@@ -25,6 +28,11 @@ pub(crate) struct Node {
     pub(crate) max_request: usize,
     pub(crate) started_s: u64,
     pub(crate) connected_clients: AtomicUsize,
+    /// Input buffered by all connections together.
+    pub(crate) query_budget: QueryBudget,
+    /// Drop a client whose partial request makes no progress this long
+    /// (zero = never).
+    pub(crate) stall_timeout: Duration,
     /// The cluster bus, `None` for a standalone node.
     pub(crate) link: Option<Link>,
     store: Mutex<Store>,
@@ -32,14 +40,12 @@ pub(crate) struct Node {
 
 impl Node {
     /// A node with an empty store.
-    pub(crate) fn new(
-        id: String,
-        port: u16,
-        requirepass: Option<String>,
-        max_memory: usize,
-        max_request: usize,
-        link: Option<Link>,
-    ) -> Node {
+    pub(crate) fn new(id: String, port: u16, config: &ServerConfig, link: Option<Link>) -> Node {
+        let max_request = config.max_request_bytes.max(1024);
+        let budget = match config.max_query_buffers_bytes {
+            0 => 0,
+            n => n.max(max_request.saturating_add(64 * 1024)),
+        };
         let mut prefix = [b'0'; 8];
         for (d, s) in prefix.iter_mut().zip(id.bytes()) {
             *d = s;
@@ -49,11 +55,13 @@ impl Node {
             link,
             id,
             port,
-            requirepass,
-            max_memory,
+            requirepass: config.requirepass.clone(),
+            max_memory: config.max_memory_bytes,
             max_request,
             started_s: now_s(),
             connected_clients: AtomicUsize::new(0),
+            query_budget: QueryBudget::new(budget),
+            stall_timeout: config.request_stall_timeout,
         }
     }
 

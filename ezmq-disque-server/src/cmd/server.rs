@@ -124,8 +124,10 @@ pub(crate) fn info(node: &Node, args: &[Bytes]) -> Frame {
         begin(&mut out, "Memory");
         let _ = write!(
             out,
-            "used_memory:{mem}\r\nmaxmemory:{}\r\n",
-            node.max_memory
+            "used_memory:{mem}\r\nmaxmemory:{}\r\nmem_clients_normal:{}\r\nmaxmemory_clients:{}\r\n",
+            node.max_memory,
+            node.query_budget.used(),
+            node.query_budget.max(),
         );
     }
     if all || section == "jobs" {
