@@ -1,4 +1,5 @@
-//! `DisqueBackend`: the [`Backend`] and [`ExclusiveClaim`] implementation.
+//! `DisqueBackend`: nodes, routing, failover and the Disque commands the
+//! SPI implementation ([`crate::spi`]) is built from.
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -10,13 +11,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ezmq_core::{Backend, Error, ExclusiveClaim, Job, JobId, PushOptions, Result, Topic};
+use ezmq_core::spi::ExclusiveClaim;
+use ezmq_core::{Error, Job, JobId, PushOptions, Result, Topic};
 use redis::Value;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::config::DisqueConfig;
 use crate::error::DisqueError;
+use crate::fan_out::FanOutState;
+use crate::push_options::DisquePushOptions;
 use crate::node::{affinity_score, as_string, as_u64, parse_hello, Node, NodeInfo};
 
 /// In-flight deliveries remembered for routing `ACKJOB`/`NACK`/`WORKING`
@@ -41,22 +45,28 @@ type Nodes = Arc<[Arc<Node>]>;
 /// * Topics are routed by rendezvous hashing over the node ids, so every
 ///   client sends a topic's jobs and fetches to the same node.
 ///
-/// Most code uses it through [`DisqueClient`](crate::DisqueClient)
-/// ([`connect`](crate::connect)).
+/// Most code uses it through a [`Client`](ezmq_core::Client) from
+/// [`connect`](crate::connect). Clones share the connections; the last one
+/// dropped stops the background refresher.
 ///
 /// ```no_run
 /// # async fn demo() -> ezmq_core::Result<()> {
-/// use ezmq_disque::{ClientConfig, DisqueBackend, DisqueConfig, DisqueClient};
+/// use ezmq_core::{Client, ClientConfig};
+/// use ezmq_disque::{DisqueBackend, DisqueConfig};
 ///
 /// let backend = DisqueBackend::connect(DisqueConfig::default()).await?;
-/// let client = DisqueClient::new(backend, ClientConfig::default());
+/// let client = Client::new(backend, ClientConfig::default());
 /// # let _ = client; Ok(()) }
 /// ```
+#[derive(Clone)]
 pub struct DisqueBackend {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
+    /// Cancels the refresher once the last clone is dropped.
+    _stop_on_drop: Arc<DropGuard>,
 }
 
-struct Shared {
+pub(crate) struct Shared {
+
     config: DisqueConfig,
     /// Known nodes sorted by id.
     nodes: RwLock<Nodes>,
@@ -65,6 +75,8 @@ struct Shared {
     closed: AtomicBool,
     cancel: CancellationToken,
     refresher: StdMutex<Option<JoinHandle<()>>>,
+    /// State of the fan-out (broadcast) implementation.
+    fan_out: FanOutState,
 }
 
 impl fmt::Debug for DisqueBackend {
@@ -74,13 +86,6 @@ impl fmt::Debug for DisqueBackend {
             .field("nodes", &self.shared.node_list())
             .field("closed", &self.shared.closed.load(Ordering::Relaxed))
             .finish()
-    }
-}
-
-impl Drop for DisqueBackend {
-    // Stops the node-table refresher when the backend is dropped unclosed.
-    fn drop(&mut self) {
-        self.shared.cancel.cancel();
     }
 }
 
@@ -109,6 +114,7 @@ impl DisqueBackend {
             closed: AtomicBool::new(false),
             cancel: CancellationToken::new(),
             refresher: StdMutex::new(None),
+            fan_out: FanOutState::default(),
         });
         if let Err(last) = shared.refresh_from_seeds().await {
             let addrs = shared.config.seeds.join(",");
@@ -123,7 +129,16 @@ impl DisqueBackend {
         if let Ok(mut slot) = shared.refresher.lock() {
             *slot = Some(task);
         }
-        Ok(DisqueBackend { shared })
+        let stop = shared.cancel.clone().drop_guard();
+        Ok(DisqueBackend {
+            shared,
+            _stop_on_drop: Arc::new(stop),
+        })
+    }
+
+    /// State of the fan-out implementation.
+    pub(crate) fn fan_out_state(&self) -> &FanOutState {
+        &self.shared.fan_out
     }
 
     /// The configuration in use.
@@ -475,14 +490,18 @@ fn addjob_cmd(
     body: &[u8],
     options: &PushOptions,
 ) -> (redis::Cmd, Duration) {
-    let (replicate, retry) = if options.at_most_once {
+    let default_disque = DisquePushOptions::default();
+    let disque = options
+        .backend_options::<DisquePushOptions>()
+        .unwrap_or(&default_disque);
+    let (replicate, retry) = if disque.at_most_once {
         (1, 0)
     } else {
-        let replicate = options
+        let replicate = disque
             .replicate
             .or(cfg.default_replicate)
             .unwrap_or_else(|| node_count.clamp(1, 2));
-        let retry = ceil_secs(options.retry.unwrap_or(cfg.default_retry)).max(1);
+        let retry = ceil_secs(disque.retry.unwrap_or(cfg.default_retry)).max(1);
         (replicate, retry)
     };
     let delay = options.delay.map(ceil_secs).unwrap_or(0);
@@ -496,7 +515,7 @@ fn addjob_cmd(
             delay + ttl
         };
     }
-    let timeout = options.timeout.unwrap_or(cfg.default_add_timeout);
+    let timeout = disque.timeout.unwrap_or(cfg.default_add_timeout);
     let timeout_ms = u64::try_from(timeout.as_millis())
         .unwrap_or(u64::MAX)
         .max(1);
@@ -513,10 +532,10 @@ fn addjob_cmd(
     if delay > 0 {
         cmd.arg("DELAY").arg(delay);
     }
-    if let Some(maxlen) = options.maxlen {
+    if let Some(maxlen) = disque.maxlen {
         cmd.arg("MAXLEN").arg(maxlen);
     }
-    if options.async_replication {
+    if disque.async_replication {
         cmd.arg("ASYNC");
     }
     (cmd, timeout)
@@ -601,7 +620,8 @@ fn parse_job(v: &Value) -> Option<Job> {
             _ => {}
         }
     }
-    Some(Job::new(JobId::new(id), Topic::from_broker(queue), body).with_counters(nacks, extra))
+    let attempt = 1u32.saturating_add(nacks).saturating_add(extra);
+    Some(Job::new(JobId::new(id), Topic::from_broker(queue), body).with_attempt(attempt))
 }
 
 fn parse_jobs(command: &'static str, node: &Node, value: &Value) -> Result<Vec<Job>, DisqueError> {
@@ -627,14 +647,16 @@ fn map_add_error(topic: &Topic, err: DisqueError) -> Error {
     }
 }
 
-#[async_trait]
-impl Backend for DisqueBackend {
+/// The Disque commands, as the SPI implementation and the fan-out and
+/// reply modules use them. Jobs come back with the Disque job id as their
+/// id and the raw stored body (headers still enveloped).
+impl DisqueBackend {
     /// `ADDJOB` on the topic's affinity node with explicit `REPLICATE`,
     /// `RETRY`, `TTL` and timeout. A connection error or `-LEAVING` retries
     /// on the next node: the job may then exist twice, which at-least-once
     /// delivery allows.
     #[tracing::instrument(level = "trace", skip(self, body, options), fields(topic = %topic))]
-    async fn add(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
+    pub(crate) async fn add(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
         self.ensure_open()?;
         let shared = &*self.shared;
         // One read of the table gives both the node count and the order.
@@ -665,7 +687,7 @@ impl Backend for DisqueBackend {
     /// `GETJOB TIMEOUT <wait> COUNT <max> WITHCOUNTERS FROM <topic>` on a
     /// dedicated connection to the topic's affinity node.
     #[tracing::instrument(level = "trace", skip(self), fields(topic = %topic))]
-    async fn fetch(&self, topic: &Topic, max: usize, wait: Duration) -> Result<Vec<Job>> {
+    pub(crate) async fn fetch(&self, topic: &Topic, max: usize, wait: Duration) -> Result<Vec<Job>> {
         self.ensure_open()?;
         if max == 0 {
             return Ok(Vec::new());
@@ -703,7 +725,7 @@ impl Backend for DisqueBackend {
     /// acknowledgement until every node holding a copy has confirmed, so a
     /// node that was unreachable for a moment cannot redeliver the job.
     #[tracing::instrument(level = "trace", skip(self, id), fields(job_id = %id))]
-    async fn ack(&self, id: &JobId) -> Result<()> {
+    pub(crate) async fn ack(&self, id: &JobId) -> Result<()> {
         let result = self.job_command("ACKJOB", id).await;
         self.forget_delivery(id);
         result.map(drop)
@@ -715,7 +737,7 @@ impl Backend for DisqueBackend {
     /// routed by id. On error the deliveries of the failed commands are
     /// kept, so the caller's per-id retry still goes to the right node.
     #[tracing::instrument(level = "trace", skip_all, fields(jobs = ids.len()))]
-    async fn ack_many(&self, ids: &[JobId]) -> Result<()> {
+    pub(crate) async fn ack_many(&self, ids: &[JobId]) -> Result<()> {
         self.ensure_open()?;
         let mut by_node: Vec<(Arc<Node>, Vec<&JobId>)> = Vec::new();
         let mut unrouted = Vec::new();
@@ -769,7 +791,7 @@ impl Backend for DisqueBackend {
 
     /// `NACK`: back in the queue at once, `nacks` counter incremented.
     #[tracing::instrument(level = "trace", skip(self, id), fields(job_id = %id))]
-    async fn nack(&self, id: &JobId) -> Result<()> {
+    pub(crate) async fn nack(&self, id: &JobId) -> Result<()> {
         let result = self.job_command("NACK", id).await;
         self.forget_delivery(id);
         result.map(drop)
@@ -777,7 +799,7 @@ impl Backend for DisqueBackend {
 
     /// `ENQUEUE`: puts a fetched job back at once without counting a NACK
     /// (used for jobs a stopping listener fetched but will not run).
-    async fn requeue(&self, id: &JobId) -> Result<()> {
+    pub(crate) async fn requeue(&self, id: &JobId) -> Result<()> {
         let result = self.job_command("ENQUEUE", id).await;
         self.forget_delivery(id);
         result.map(drop)
@@ -785,7 +807,7 @@ impl Backend for DisqueBackend {
 
     /// `WORKING`: postpones the redelivery; returns the job's retry time.
     #[tracing::instrument(level = "trace", skip(self, id), fields(job_id = %id))]
-    async fn working(&self, id: &JobId) -> Result<Duration> {
+    pub(crate) async fn working(&self, id: &JobId) -> Result<Duration> {
         let value = self.job_command("WORKING", id).await?;
         as_u64(&value).map(Duration::from_secs).ok_or_else(|| {
             Error::backend(
@@ -801,7 +823,7 @@ impl Backend for DisqueBackend {
 
     /// The sum of `QLEN` over every reachable node. Fails only when no node
     /// answers.
-    async fn queue_len(&self, topic: &Topic) -> Result<u64> {
+    pub(crate) async fn queue_length(&self, topic: &Topic) -> Result<u64> {
         self.ensure_open()?;
         let results = self.per_node("QLEN", topic, |_| {
             let mut cmd = redis::cmd("QLEN");
@@ -829,7 +851,7 @@ impl Backend for DisqueBackend {
     /// `QPEEK` on every reachable node, merged round-robin starting with
     /// the topic's affinity node (each node's list is oldest first; Disque
     /// ids carry no creation time to order them globally).
-    async fn peek(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
+    pub(crate) async fn peek_jobs(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
         self.ensure_open()?;
         if n == 0 {
             return Ok(Vec::new());
@@ -868,7 +890,7 @@ impl Backend for DisqueBackend {
         Ok(merged)
     }
 
-    async fn close(&self) -> Result<()> {
+    pub(crate) async fn close_connections(&self) -> Result<()> {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return Err(Error::Shutdown);
         }

@@ -27,12 +27,17 @@
 
 mod backend;
 mod config;
+mod delivery;
 mod error;
+mod fan_out;
 mod node;
+mod push_options;
+mod spi_impl;
 
 pub use backend::DisqueBackend;
 pub use config::{DisqueConfig, DEFAULT_PORT};
 pub use error::DisqueError;
+pub use push_options::DisquePushOptions;
 
 pub use ezmq_core::*;
 
@@ -51,7 +56,10 @@ pub struct ReadmeDoctests;
 /// client.push("jobs", "payload".into()).await?;
 /// # Ok(()) }
 /// ```
-pub type DisqueClient = ezmq_core::Client<DisqueBackend>;
+///
+/// An alias of [`Client`](ezmq_core::Client): the client type is the same
+/// whatever the broker.
+pub type DisqueClient = ezmq_core::Client;
 
 /// Connects to Disque and returns a client with the default
 /// [`ClientConfig`].

@@ -1,0 +1,161 @@
+//! The SPI implementation: [`Backend`] and the capability traits over the
+//! Disque commands of [`DisqueBackend`].
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use ezmq_core::spi::{
+    envelope, Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, Peek,
+    QueueStats, Source,
+};
+use ezmq_core::{Job, JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
+
+use crate::backend::DisqueBackend;
+use crate::delivery::DisqueDelivery;
+use crate::fan_out::group_queue;
+use crate::push_options::DisquePushOptions;
+
+/// Everything: Disque has delays, leases (`WORKING`), `QLEN`/`QPEEK`,
+/// `MAXLEN 1` claims, and the fan-out and reply inboxes ezmq builds from
+/// queues.
+const CAPABILITIES: Capabilities = Capabilities::none()
+    .with(Capability::DelayedDelivery)
+    .with(Capability::LeaseExtension)
+    .with(Capability::QueueStats)
+    .with(Capability::Peek)
+    .with(Capability::ExclusiveClaim);
+
+#[async_trait]
+impl Backend for DisqueBackend {
+    fn name(&self) -> &'static str {
+        "disque"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        CAPABILITIES
+    }
+
+    /// `ADDJOB` (see [`DisqueBackend`]); headers and a producer-chosen
+    /// message id travel in the body's envelope.
+    async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
+        if let Some(disque) = options.backend_options::<DisquePushOptions>() {
+            disque.validate()?;
+        }
+        if options.headers.is_empty() && options.message_id.is_none() {
+            return self.add(topic, body, options).await;
+        }
+        let mut headers = options.headers.clone();
+        if let Some(id) = &options.message_id {
+            headers.insert(MESSAGE_ID_HEADER, id.as_str());
+        }
+        let stored = envelope::encode(&headers, &body);
+        let id = self.add(topic, stored, options).await?;
+        Ok(match &options.message_id {
+            Some(own) => JobId::new(own.as_str()),
+            None => id,
+        })
+    }
+
+    /// `GETJOB ... WITHCOUNTERS FROM <queue>` on the queue's affinity node.
+    async fn receive(&self, source: &Source, max: usize, wait: Duration) -> Result<Vec<Delivery>> {
+        let queue = match source {
+            Source::Topic(topic) => topic.clone(),
+            Source::Group { topic, group } => group_queue(topic, group)?,
+            other => {
+                return Err(ezmq_core::Error::invalid_option(
+                    "source",
+                    format!("the disque backend cannot receive from {other}"),
+                ))
+            }
+        };
+        let jobs = self.fetch(&queue, max, wait).await?;
+        Ok(jobs
+            .into_iter()
+            .map(|job| self.delivery(source.topic(), &queue, job))
+            .collect())
+    }
+
+    /// One `ACKJOB id1 id2 ...` per delivering node.
+    async fn ack_batch(&self, handles: &[DeliveryHandle]) -> Result<()> {
+        let mut ids = Vec::with_capacity(handles.len());
+        for handle in handles {
+            match handle.downcast_ref::<DisqueDelivery>() {
+                Some(delivery) => ids.push(delivery.id.clone()),
+                None => handle.ack().await?,
+            }
+        }
+        self.ack_many(&ids).await
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.close_connections().await
+    }
+
+    fn queue_stats(&self) -> Option<&dyn QueueStats> {
+        Some(self)
+    }
+
+    fn peek(&self) -> Option<&dyn Peek> {
+        Some(self)
+    }
+
+    fn exclusive_claim(&self) -> Option<&dyn ExclusiveClaim> {
+        Some(self)
+    }
+}
+
+impl DisqueBackend {
+    /// A job as fetched (raw body, Disque id, counters) turned into what
+    /// the handler sees and the handle that settles it.
+    fn delivery(&self, topic: &Topic, queue: &Topic, job: Job) -> Delivery {
+        let disque_id = job.id().clone();
+        let (job, headers, body) = decode(topic, job);
+        let attempt = job.attempt();
+        Delivery::new(
+            job,
+            DisqueDelivery {
+                backend: self.clone(),
+                id: disque_id,
+                queue: queue.clone(),
+                headers,
+                body,
+                attempt,
+            },
+        )
+    }
+}
+
+/// Splits the envelope off a fetched job: the handler's job (message id,
+/// user topic, headers, attempt = the header's attempt plus Disque's
+/// counters), and the headers and body a retry re-adds.
+fn decode(topic: &Topic, raw: Job) -> (Job, ezmq_core::Headers, Bytes) {
+    let counted_retries = raw.attempt().saturating_sub(1);
+    let disque_id = raw.id().clone();
+    let (headers, body) = envelope::decode(raw.into_body());
+    let base = headers.attempt().unwrap_or(1);
+    let id = headers
+        .get(MESSAGE_ID_HEADER)
+        .map_or(disque_id, JobId::new);
+    let job = Job::new(id, topic.clone(), body.clone())
+        .with_headers(headers.clone())
+        .with_attempt(base.saturating_add(counted_retries));
+    (job, headers, body)
+}
+
+#[async_trait]
+impl QueueStats for DisqueBackend {
+    /// The sum of `QLEN` over every node.
+    async fn queue_len(&self, topic: &Topic) -> Result<u64> {
+        self.queue_length(topic).await
+    }
+}
+
+#[async_trait]
+impl Peek for DisqueBackend {
+    /// `QPEEK` on every node, merged.
+    async fn peek(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
+        let jobs = self.peek_jobs(topic, n).await?;
+        Ok(jobs.into_iter().map(|job| decode(topic, job).0).collect())
+    }
+}
