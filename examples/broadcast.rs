@@ -25,8 +25,8 @@ struct UserCreated {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     support::init_logging();
-    let (config, server) = support::broker().await?;
-    let client = ezmq::connect(config).await?;
+    let (url, server) = support::broker().await?;
+    let client = ezmq::connect_url(&url).await?;
 
     let (tx, mut rx) = mpsc::channel(32);
     for (group, member) in [("billing", 1), ("billing", 2), ("search", 1)] {

@@ -2,12 +2,13 @@
 //! and each tick runs in exactly one of them.
 //!
 //! ```sh
-//! cargo run -p ezmq-disque-server -- --port 7711          # terminal 1
-//! DISQUE_ADDRS=127.0.0.1:7711 cargo run --example cron    # terminals 2, 3, 4
+//! cargo run -p ezmq-disque-server -- --port 7711                 # terminal 1
+//! EZMQ_URL=disque://127.0.0.1:7711 cargo run --example cron      # terminals 2, 3, 4
+//! EZMQ_URL=redis://127.0.0.1:6379 cargo run --example cron       # or on Redis
 //! ```
 //!
 //! Stop any of the workers: the others keep the schedule going. Without
-//! `DISQUE_ADDRS` it runs alone on an embedded server. Stops after
+//! `EZMQ_URL` it runs alone on an embedded server. Stops after
 //! `CRON_SECONDS` (default 30) or on Ctrl-C.
 
 mod support;
@@ -21,8 +22,8 @@ use tracing::info;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     support::init_logging();
-    let (config, server) = support::broker().await?;
-    let client = ezmq::connect(config).await?;
+    let (url, server) = support::broker().await?;
+    let client = ezmq::connect_url(&url).await?;
     let me = std::process::id();
 
     // Every five seconds, on whichever process wins the tick.

@@ -20,8 +20,8 @@ use tracing::info;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     support::init_logging();
-    let (config, server) = support::broker().await?;
-    let client = ezmq::connect(config).await?;
+    let (url, server) = support::broker().await?;
+    let client = ezmq::connect_url(&url).await?;
 
     for n in 0..20 {
         client.push("slow.jobs", format!("job {n}").into()).await?;
@@ -48,7 +48,7 @@ async fn main() -> anyhow::Result<()> {
     }
     // Running jobs get 10 s to finish; jobs not started stay in the queue.
     client.shutdown(Duration::from_secs(10)).await?;
-    let check = ezmq::connect(support_config(&server)).await?;
+    let check = ezmq::connect_url(&url).await?;
     info!(
         left = check.queue_len("slow.jobs").await?,
         "jobs left for the next worker"
@@ -58,15 +58,4 @@ async fn main() -> anyhow::Result<()> {
         server.shutdown().await;
     }
     Ok(())
-}
-
-/// A fresh client config for the same broker, to look at what is left.
-fn support_config(server: &Option<ezmq::server::EmbeddedDisque>) -> ezmq::DisqueConfig {
-    match server {
-        Some(server) => ezmq::DisqueConfig::default().with_seeds([server.addr().to_string()]),
-        None => {
-            let addrs = std::env::var("DISQUE_ADDRS").unwrap_or_default();
-            ezmq::DisqueConfig::default().with_seeds(addrs.split(',').map(str::to_owned))
-        }
-    }
 }

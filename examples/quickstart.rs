@@ -1,5 +1,5 @@
 //! The five-minute tour: every ezmq feature once, on an embedded
-//! Disque-compatible server (or the nodes in `DISQUE_ADDRS`).
+//! Disque-compatible server (or the broker in `EZMQ_URL`).
 //!
 //! ```sh
 //! cargo run --example quickstart
@@ -27,8 +27,8 @@ struct Signup {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     support::init_logging();
-    let (config, server) = support::broker().await?;
-    let client = ezmq::connect(config).await?;
+    let (url, server) = support::broker().await?;
+    let client = ezmq::connect_url(&url).await?;
     let deadline = Duration::from_secs(10);
 
     // 1. A consume listener receiving pushed messages (typed JSON).

@@ -27,8 +27,8 @@ struct Price {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     support::init_logging();
-    let (config, server) = support::broker().await?;
-    let client = ezmq::connect(config).await?;
+    let (url, server) = support::broker().await?;
+    let client = ezmq::connect_url(&url).await?;
 
     // Three workers share the requests; an unknown SKU is a remote error.
     for worker in 1..=3 {

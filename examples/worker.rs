@@ -25,8 +25,8 @@ struct Order {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     support::init_logging();
-    let (config, server) = support::broker().await?;
-    let client = ezmq::connect(config).await?;
+    let (url, server) = support::broker().await?;
+    let client = ezmq::connect_url(&url).await?;
 
     let (done_tx, mut done_rx) = mpsc::channel(16);
     let options = ConsumeOptions::new()

@@ -2,13 +2,13 @@
 //!
 //! One easy, trait-based messaging API for Rust services — push, delayed
 //! push, consume listeners, distributed cron, broadcast groups and
-//! request-reply — over real brokers. The first backend is
-//! [Disque](https://github.com/antirez/disque); an embedded
-//! Disque-compatible server ([`server`], feature `embedded`, on by default)
-//! runs the same code in one process.
+//! request-reply — over real brokers: Disque, Redis and RabbitMQ, picked by
+//! the URL given to [`connect_url`]. An embedded Disque-compatible server
+//! (`ezmq::server`, feature `embedded`, on by default) runs the same code in
+//! one process with nothing to install.
 //!
 //! This crate gathers the parts: [`ezmq_core`] (traits, jobs, listener
-//! runtime), [`disque`] (the backend), [`crontab`], [`broadcast`] and
+//! runtime, the backend SPI), the backends, [`crontab`], [`broadcast`] and
 //! [`request_reply`]. Import the [`prelude`] to get every extension trait.
 //!
 //! ```no_run
@@ -28,11 +28,13 @@
 //! # Ok(()) }
 //! ```
 
+mod connect;
+
+pub use connect::{connect_url, SCHEMES};
 pub use ezmq_core::*;
 
-pub use ezmq_disque::{connect, connect_url, DisqueBackend, DisqueClient, DisqueConfig};
-
 /// The Disque backend: configuration, connection, node discovery.
+#[cfg(feature = "disque")]
 pub use ezmq_disque as disque;
 
 /// Distributed cron: each tick runs once across every process.

@@ -1,7 +1,6 @@
 //! Shared by the examples: logging, and a broker to talk to.
 
 use ezmq::server::{EmbeddedDisque, ServerConfig};
-use ezmq::DisqueConfig;
 
 /// Logs to stdout at `info` unless `RUST_LOG` says otherwise.
 pub(crate) fn init_logging() {
@@ -14,23 +13,17 @@ pub(crate) fn init_logging() {
         .init();
 }
 
-/// The broker the example uses: the nodes named by `DISQUE_ADDRS`
-/// (comma separated, e.g. a real Disque cluster), or else an embedded
-/// Disque-compatible server started in this process. Keep the returned
-/// server alive for as long as the example runs.
-pub(crate) async fn broker() -> anyhow::Result<(DisqueConfig, Option<EmbeddedDisque>)> {
-    if let Ok(addrs) = std::env::var("DISQUE_ADDRS") {
-        let seeds: Vec<String> = addrs
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(String::from)
-            .collect();
-        tracing::info!(?seeds, "using the Disque nodes from DISQUE_ADDRS");
-        return Ok((DisqueConfig::default().with_seeds(seeds), None));
+/// The broker the example uses, as a URL for `ezmq::connect_url`: the one
+/// in `EZMQ_URL` (`redis://127.0.0.1:6379`, `amqp://guest:guest@127.0.0.1:5672/%2f`,
+/// `disque://host:7711,...`), or else an embedded Disque-compatible server
+/// started in this process. Keep the returned server alive for as long as
+/// the example runs.
+pub(crate) async fn broker() -> anyhow::Result<(String, Option<EmbeddedDisque>)> {
+    if let Ok(url) = std::env::var("EZMQ_URL") {
+        tracing::info!(%url, "using the broker from EZMQ_URL");
+        return Ok((url, None));
     }
     let server = EmbeddedDisque::start(ServerConfig::default().with_port(0)).await?;
     tracing::info!(addr = %server.addr(), "started the embedded Disque-compatible server");
-    let config = DisqueConfig::default().with_seeds([server.addr().to_string()]);
-    Ok((config, Some(server)))
+    Ok((format!("disque://{}", server.addr()), Some(server)))
 }

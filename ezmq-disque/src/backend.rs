@@ -20,8 +20,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use crate::config::DisqueConfig;
 use crate::error::DisqueError;
 use crate::fan_out::FanOutState;
-use crate::push_options::DisquePushOptions;
 use crate::node::{affinity_score, as_string, as_u64, parse_hello, Node, NodeInfo};
+use crate::push_options::DisquePushOptions;
 
 /// In-flight deliveries remembered for routing `ACKJOB`/`NACK`/`WORKING`
 /// back to the node that delivered the job; cleared when it grows past this
@@ -66,7 +66,6 @@ pub struct DisqueBackend {
 }
 
 pub(crate) struct Shared {
-
     config: DisqueConfig,
     /// Known nodes sorted by id.
     nodes: RwLock<Nodes>,
@@ -656,7 +655,12 @@ impl DisqueBackend {
     /// on the next node: the job may then exist twice, which at-least-once
     /// delivery allows.
     #[tracing::instrument(level = "trace", skip(self, body, options), fields(topic = %topic))]
-    pub(crate) async fn add(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
+    pub(crate) async fn add(
+        &self,
+        topic: &Topic,
+        body: Bytes,
+        options: &PushOptions,
+    ) -> Result<JobId> {
         self.ensure_open()?;
         let shared = &*self.shared;
         // One read of the table gives both the node count and the order.
@@ -687,7 +691,12 @@ impl DisqueBackend {
     /// `GETJOB TIMEOUT <wait> COUNT <max> WITHCOUNTERS FROM <topic>` on a
     /// dedicated connection to the topic's affinity node.
     #[tracing::instrument(level = "trace", skip(self), fields(topic = %topic))]
-    pub(crate) async fn fetch(&self, topic: &Topic, max: usize, wait: Duration) -> Result<Vec<Job>> {
+    pub(crate) async fn fetch(
+        &self,
+        topic: &Topic,
+        max: usize,
+        wait: Duration,
+    ) -> Result<Vec<Job>> {
         self.ensure_open()?;
         if max == 0 {
             return Ok(Vec::new());
@@ -1003,8 +1012,7 @@ mod tests {
         let job = &parse_jobs_for_test(&v)[0];
         assert_eq!(job.topic().as_str(), "q");
         assert_eq!(job.body().as_ref(), b"body");
-        assert_eq!((job.nacks(), job.additional_deliveries()), (2, 3));
-        assert_eq!(job.attempt(), 6);
+        assert_eq!(job.attempt(), 6, "1 + 2 nacks + 3 additional deliveries");
         assert!(parse_jobs_for_test(&Value::Nil).is_empty());
     }
 
@@ -1030,18 +1038,23 @@ mod tests {
 
         let opts = PushOptions::new()
             .with_delay(Duration::from_millis(1500))
-            .with_retry(Duration::from_millis(200))
             .with_ttl(Duration::from_millis(60_001))
-            .with_maxlen(9)
-            .with_async_replication(true)
-            .with_timeout(Duration::from_millis(250));
+            .with_backend_options(
+                DisquePushOptions::new()
+                    .with_retry(Duration::from_millis(200))
+                    .with_maxlen(9)
+                    .with_async_replication(true)
+                    .with_timeout(Duration::from_millis(250)),
+            );
         let (cmd, _) = addjob_cmd(&cfg, 5, &t, b"b", &opts);
         assert_eq!(
             args(&cmd).join(" "),
             "ADDJOB q b 250 REPLICATE 2 RETRY 1 TTL 61 DELAY 2 MAXLEN 9 ASYNC"
         );
 
-        let (cmd, _) = addjob_cmd(&cfg, 5, &t, b"b", &PushOptions::at_most_once());
+        let once = PushOptions::new()
+            .with_backend_options(DisquePushOptions::new().with_at_most_once(true));
+        let (cmd, _) = addjob_cmd(&cfg, 5, &t, b"b", &once);
         let a = args(&cmd);
         assert_eq!(a[4..8], ["REPLICATE", "1", "RETRY", "0"]);
 
@@ -1059,6 +1072,7 @@ mod tests {
             closed: AtomicBool::new(false),
             cancel: CancellationToken::new(),
             refresher: StdMutex::new(None),
+            fan_out: FanOutState::default(),
         };
         let infos = ids
             .iter()
@@ -1157,8 +1171,10 @@ mod tests {
 
     #[tokio::test]
     async fn job_commands_go_to_the_node_named_in_the_id() {
+        let shared = Arc::new(shared_with(&["aaaaaaaa11", "bbbbbbbb22", "cccccccc33"]));
         let backend = DisqueBackend {
-            shared: Arc::new(shared_with(&["aaaaaaaa11", "bbbbbbbb22", "cccccccc33"])),
+            _stop_on_drop: Arc::new(shared.cancel.clone().drop_guard()),
+            shared,
         };
         let id = JobId::new("D-bbbbbbbb-xxxxxxxxxxxxxxxxxxxxxxxx-05a1");
         assert_eq!(backend.route_job(&id)[0].info.id, "bbbbbbbb22");

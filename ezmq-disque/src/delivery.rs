@@ -47,16 +47,13 @@ impl Settle for DisqueDelivery {
         headers.insert(ATTEMPT_HEADER, (self.attempt.saturating_add(1)).to_string());
         let stored = envelope::encode(&headers, &self.body);
         self.backend
-            .add(
-                &self.queue,
-                stored,
-                &PushOptions::new().with_delay(delay),
-            )
+            .add(&self.queue, stored, &PushOptions::new().with_delay(delay))
             .await?;
         self.backend.ack(&self.id).await
     }
 
-    /// `ENQUEUE`: back in the queue at once, no attempt counted.
+    /// `ENQUEUE`: back in the queue at once. Disque still counts the next
+    /// delivery as an additional one, so the attempt number grows.
     async fn release(&self) -> Result<()> {
         self.backend.requeue(&self.id).await
     }

@@ -133,7 +133,10 @@ mod tests {
         assert!(amo.clone().with_replicate(2).validate().is_err());
         assert!(amo.with_retry(s(1)).validate().is_err());
         assert!(DisquePushOptions::new().with_maxlen(0).validate().is_err());
-        assert!(DisquePushOptions::new().with_replicate(0).validate().is_err());
+        assert!(DisquePushOptions::new()
+            .with_replicate(0)
+            .validate()
+            .is_err());
         assert!(DisquePushOptions::new()
             .with_retry(Duration::ZERO)
             .validate()

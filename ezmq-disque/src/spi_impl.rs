@@ -134,9 +134,7 @@ fn decode(topic: &Topic, raw: Job) -> (Job, ezmq_core::Headers, Bytes) {
     let disque_id = raw.id().clone();
     let (headers, body) = envelope::decode(raw.into_body());
     let base = headers.attempt().unwrap_or(1);
-    let id = headers
-        .get(MESSAGE_ID_HEADER)
-        .map_or(disque_id, JobId::new);
+    let id = headers.get(MESSAGE_ID_HEADER).map_or(disque_id, JobId::new);
     let job = Job::new(id, topic.clone(), body.clone())
         .with_headers(headers.clone())
         .with_attempt(base.saturating_add(counted_retries));

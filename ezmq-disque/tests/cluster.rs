@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ezmq_disque::{Job, MqClient, MqClientExt, PushOptions};
+use ezmq_disque::{DisquePushOptions, Job, MqClient, MqClientExt, PushOptions};
 use ezmq_test_support::{eventually, init_tracing, TestCluster};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
@@ -40,7 +40,11 @@ async fn qlen(addr: &str, topic: &str) -> i64 {
 /// was queued on: the topic's affinity node.
 async fn affinity_node(cluster: &TestCluster, client: &impl MqClient, topic: &str) -> usize {
     client
-        .push_with(topic, "probe".into(), PushOptions::new().with_replicate(1))
+        .push_with(
+            topic,
+            "probe".into(),
+            PushOptions::new().with_backend_options(DisquePushOptions::new().with_replicate(1)),
+        )
         .await
         .expect("push the probe");
     for i in 0..3 {
@@ -159,10 +163,15 @@ async fn cross_node_push_reaches_a_listener_quickly() {
     let cluster = setup().await;
     // Seeded with different nodes: both learn the whole cluster with HELLO
     // and route the topic to the same node.
+    for seed in [0, 2] {
+        let backend =
+            ezmq_disque::DisqueBackend::connect(cluster.config_seeded(&[cluster.addr(seed)]))
+                .await
+                .unwrap();
+        assert_eq!(backend.nodes().len(), 3, "seeded with node {seed}");
+    }
     let producer = cluster.client_seeded(0).await;
     let consumer = cluster.client_seeded(2).await;
-    assert_eq!(producer.backend().nodes().len(), 3);
-    assert_eq!(consumer.backend().nodes().len(), 3);
     let topic = cluster.unique_topic("latency");
 
     let sent: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();

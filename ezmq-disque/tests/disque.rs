@@ -5,8 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ezmq_disque::spi::{Backend, ExclusiveClaim, Source};
 use ezmq_disque::{
-    Backend, ConsumeOptions, DisqueBackend, DisqueConfig, Error, ExclusiveClaim, Job, MqClient,
+    ConsumeOptions, DisqueBackend, DisqueConfig, DisquePushOptions, Error, Job, MqClient,
     MqClientExt, PushOptions, Topic,
 };
 use ezmq_test_support::{eventually, init_tracing, skip_unless_embedded, TestBroker};
@@ -301,7 +302,8 @@ async fn long_handler_is_not_redelivered_while_it_runs() {
         .push_with(
             &topic,
             "slow".into(),
-            PushOptions::new().with_retry(Duration::from_secs(1)),
+            PushOptions::new()
+                .with_backend_options(DisquePushOptions::new().with_retry(Duration::from_secs(1))),
         )
         .await
         .unwrap();
@@ -391,32 +393,33 @@ async fn fetch_fails_while_the_server_is_down_and_resumes() {
         .await
         .unwrap();
     let topic = Topic::new(broker.unique_topic("down")).unwrap();
+    let source = Source::Topic(topic.clone());
     let wait = Duration::from_millis(100);
-    assert!(backend.fetch(&topic, 1, wait).await.unwrap().is_empty());
+    assert!(backend.receive(&source, 1, wait).await.unwrap().is_empty());
 
     broker.stop().await;
-    let err = backend.fetch(&topic, 1, wait).await.unwrap_err();
+    let err = backend.receive(&source, 1, wait).await.unwrap_err();
     assert!(err.is_retryable(), "{err}");
     assert!(backend
-        .add(&topic, "x".into(), &PushOptions::new())
+        .publish(&topic, "x".into(), &PushOptions::new())
         .await
         .is_err());
 
     broker.start_again().await;
     let back = eventually(SOON, || async {
         backend
-            .add(&topic, "x".into(), &PushOptions::new())
+            .publish(&topic, "x".into(), &PushOptions::new())
             .await
             .is_ok()
     })
     .await;
     assert!(back);
     let jobs = backend
-        .fetch(&topic, 1, Duration::from_secs(5))
+        .receive(&source, 1, Duration::from_secs(5))
         .await
         .unwrap();
     assert_eq!(jobs.len(), 1);
-    backend.ack(jobs[0].id()).await.unwrap();
+    jobs[0].handle.ack().await.unwrap();
     backend.close().await.unwrap();
 }
 
@@ -458,7 +461,8 @@ async fn bad_topics_and_options_are_rejected() {
         .push_with(
             "ok-topic",
             "x".into(),
-            PushOptions::new().with_retry(Duration::ZERO),
+            PushOptions::new()
+                .with_backend_options(DisquePushOptions::new().with_retry(Duration::ZERO)),
         )
         .await
         .unwrap_err();
@@ -507,7 +511,7 @@ async fn maxlen_maps_to_queue_full() {
     let broker = setup().await;
     let client = broker.client().await;
     let topic = broker.unique_topic("maxlen");
-    let opts = PushOptions::new().with_maxlen(1);
+    let opts = PushOptions::new().with_backend_options(DisquePushOptions::new().with_maxlen(1));
     client
         .push_with(&topic, "a".into(), opts.clone())
         .await
@@ -523,45 +527,77 @@ async fn maxlen_maps_to_queue_full() {
 }
 
 #[tokio::test]
-async fn backend_ack_nack_working_and_counters() {
+async fn deliveries_settle_themselves_and_count_attempts() {
     let broker = setup().await;
     let backend = DisqueBackend::connect(broker.config()).await.unwrap();
     let topic = Topic::new(broker.unique_topic("raw")).unwrap();
+    let source = Source::Topic(topic.clone());
     let wait = Duration::from_secs(5);
     backend
-        .add(
+        .publish(
             &topic,
             "x".into(),
-            &PushOptions::new().with_retry(Duration::from_secs(30)),
+            &PushOptions::new()
+                .with_backend_options(DisquePushOptions::new().with_retry(Duration::from_secs(30))),
         )
         .await
         .unwrap();
-    let jobs = backend.fetch(&topic, 10, wait).await.unwrap();
+    let jobs = backend.receive(&source, 10, wait).await.unwrap();
     assert_eq!(jobs.len(), 1);
-    assert_eq!(jobs[0].attempt(), 1);
-    let retry = backend.working(jobs[0].id()).await.unwrap();
-    assert_eq!(retry, Duration::from_secs(30));
-    backend.nack(jobs[0].id()).await.unwrap();
-    let again = backend.fetch(&topic, 10, wait).await.unwrap();
+    assert_eq!(jobs[0].job.attempt(), 1);
+    let lease = jobs[0].handle.extend_lease().await.unwrap();
+    assert_eq!(lease, Duration::from_secs(30));
+    // A short retry: back at once (NACK), counted as an attempt.
+    jobs[0].handle.retry(Duration::ZERO).await.unwrap();
+    let again = backend.receive(&source, 10, wait).await.unwrap();
     assert_eq!(again.len(), 1);
-    assert_eq!(again[0].id(), jobs[0].id());
-    assert_eq!(again[0].nacks(), 1);
-    assert_eq!(again[0].attempt(), 2);
-    backend.ack(again[0].id()).await.unwrap();
+    assert_eq!(again[0].job.id(), jobs[0].job.id());
+    assert_eq!(again[0].job.attempt(), 2);
+    // A long retry: re-added with a delay and the next attempt number.
+    let start = Instant::now();
+    again[0]
+        .handle
+        .retry(Duration::from_millis(1500))
+        .await
+        .unwrap();
+    let third = backend.receive(&source, 10, wait).await.unwrap();
+    assert_eq!(third.len(), 1);
+    assert!(
+        start.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(third[0].job.attempt(), 3);
+    assert_eq!(&third[0].job.body()[..], b"x");
+    // Released: back at once. Disque counts the new delivery as an
+    // "additional delivery", so the attempt number still grows.
+    third[0].handle.release().await.unwrap();
+    let fourth = backend.receive(&source, 10, wait).await.unwrap();
+    assert_eq!(fourth[0].job.attempt(), 4);
+    fourth[0].handle.ack().await.unwrap();
     assert!(backend
-        .fetch(&topic, 10, Duration::from_millis(50))
+        .receive(&source, 10, Duration::from_millis(50))
         .await
         .unwrap()
         .is_empty());
-    assert_eq!(backend.queue_len(&topic).await.unwrap(), 0);
+    assert_eq!(
+        backend
+            .queue_stats()
+            .unwrap()
+            .queue_len(&topic)
+            .await
+            .unwrap(),
+        0
+    );
     // Blocking fetches run concurrently on dedicated connections and do not
     // hold up other commands.
     let other = Topic::new(broker.unique_topic("raw-other")).unwrap();
-    let (blocked, pushed) = tokio::join!(backend.fetch(&other, 1, wait), async {
+    let other_source = Source::Topic(other.clone());
+    let (blocked, pushed) = tokio::join!(backend.receive(&other_source, 1, wait), async {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let start = Instant::now();
         backend
-            .add(&other, "y".into(), &PushOptions::new())
+            .publish(&other, "y".into(), &PushOptions::new())
             .await
             .unwrap();
         start.elapsed()
@@ -570,7 +606,7 @@ async fn backend_ack_nack_working_and_counters() {
     assert!(pushed < Duration::from_secs(1), "{pushed:?}");
     backend.close().await.unwrap();
     assert!(matches!(
-        backend.queue_len(&topic).await,
+        backend.queue_stats().unwrap().queue_len(&topic).await,
         Err(Error::Shutdown)
     ));
 }
@@ -580,18 +616,18 @@ async fn at_most_once_jobs_are_not_redelivered() {
     let broker = setup().await;
     let backend = DisqueBackend::connect(broker.config()).await.unwrap();
     let topic = Topic::new(broker.unique_topic("amo")).unwrap();
-    backend
-        .add(&topic, "once".into(), &PushOptions::at_most_once())
-        .await
-        .unwrap();
+    let source = Source::Topic(topic.clone());
+    let once =
+        PushOptions::new().with_backend_options(DisquePushOptions::new().with_at_most_once(true));
+    backend.publish(&topic, "once".into(), &once).await.unwrap();
     let jobs = backend
-        .fetch(&topic, 1, Duration::from_secs(5))
+        .receive(&source, 1, Duration::from_secs(5))
         .await
         .unwrap();
     assert_eq!(jobs.len(), 1);
     // Not acknowledged, yet never delivered again (RETRY 0).
     assert!(backend
-        .fetch(&topic, 1, Duration::from_millis(1500))
+        .receive(&source, 1, Duration::from_millis(1500))
         .await
         .unwrap()
         .is_empty());

@@ -1,0 +1,94 @@
+//! `connect_url`: one entry point, the backend picked by the URL's scheme.
+
+use ezmq_core::{Client, Error, Result};
+
+/// The URL schemes [`connect_url`] knows, with the backend each picks and
+/// the cargo feature of `ezmq` that brings it.
+pub const SCHEMES: &[(&str, &str, &str)] = &[
+    ("disque", "Disque (or the embedded server)", "disque"),
+    ("redis", "Redis (Streams)", "redis"),
+    ("rediss", "Redis over TLS", "redis"),
+    ("redis+cluster", "Redis Cluster", "redis"),
+    ("amqp", "RabbitMQ (AMQP 0-9-1)", "rabbitmq"),
+    ("amqps", "RabbitMQ over TLS", "rabbitmq"),
+];
+
+/// Connects to the broker a URL names and returns a [`Client`]; the same
+/// code then runs on any of them.
+///
+/// | URL | backend |
+/// |---|---|
+/// | `disque://[:password@]host:port[,host:port...]` | Disque, or the embedded server |
+/// | `redis://[:password@]host:port[/db]`, `rediss://...` | Redis (Streams) |
+/// | `redis+cluster://host:port,host:port` | Redis Cluster |
+/// | `amqp://user:pass@host:5672/vhost`, `amqps://...` | RabbitMQ |
+///
+/// Fails with [`Error::InvalidOption`] (option `url`) for a URL without a
+/// known scheme or whose backend feature is off, and with the backend's
+/// connection error when the broker does not answer.
+///
+/// ```no_run
+/// # async fn demo() -> ezmq::Result<()> {
+/// use ezmq::prelude::*;
+///
+/// let url = std::env::var("EZMQ_URL").unwrap_or_else(|_| "disque://127.0.0.1:7711".into());
+/// let client = ezmq::connect_url(&url).await?;
+/// println!("connected to {} with {:?}", client.backend_name(), client.capabilities());
+/// # Ok(()) }
+/// ```
+pub async fn connect_url(url: &str) -> Result<Client> {
+    let Some((scheme, _)) = url.split_once("://") else {
+        return Err(bad_url(url, "it has no scheme"));
+    };
+    match scheme.to_ascii_lowercase().as_str() {
+        #[cfg(feature = "disque")]
+        "disque" => ezmq_disque::connect_url(url).await,
+        #[cfg(feature = "redis")]
+        "redis" | "rediss" | "redis+cluster" => ezmq_redis::connect_url(url).await,
+        #[cfg(feature = "rabbitmq")]
+        "amqp" | "amqps" => ezmq_rabbitmq::connect_url(url).await,
+        other => match SCHEMES.iter().find(|(s, _, _)| *s == other) {
+            Some((_, _, feature)) => Err(bad_url(
+                url,
+                &format!("scheme `{other}` needs the `{feature}` feature of the ezmq crate"),
+            )),
+            None => Err(bad_url(
+                url,
+                &format!(
+                    "unknown scheme `{other}`; use one of {}",
+                    SCHEMES
+                        .iter()
+                        .map(|(s, _, _)| format!("{s}://"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        },
+    }
+}
+
+fn bad_url(url: &str, why: &str) -> Error {
+    // Never echo a password.
+    let shown = match (url.find("://"), url.rfind('@')) {
+        (Some(start), Some(at)) if at > start => format!("{}://…@{}", &url[..start], &url[at + 1..]),
+        _ => url.to_owned(),
+    };
+    Error::invalid_option("url", format!("{shown:?}: {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn unknown_schemes_are_named() {
+        let err = connect_url("kafka://broker:9092").await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("unknown scheme `kafka`"), "{text}");
+        assert!(text.contains("redis://"), "{text}");
+        let err = connect_url("localhost:7711").await.unwrap_err();
+        assert!(err.to_string().contains("no scheme"), "{err}");
+        let err = connect_url("ftp://user:secret@host").await.unwrap_err();
+        assert!(!err.to_string().contains("secret"), "{err}");
+    }
+}
