@@ -152,6 +152,41 @@ pub(crate) struct Job {
 }
 
 impl Job {
+    /// A job in state `active`, never queued nor delivered, not scheduled.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        id: JobId,
+        queue: Bytes,
+        body: Bytes,
+        repl: u16,
+        ctime: u64,
+        etime: u64,
+        delay: u64,
+        retry: u64,
+    ) -> Job {
+        Job {
+            id,
+            queue,
+            body,
+            state: JobState::Active,
+            repl,
+            ctime,
+            etime,
+            delay,
+            retry,
+            qtime: 0,
+            nacks: 0,
+            deliveries: 0,
+            delivered: false,
+            queued_before: false,
+            seq: 0,
+            timer: 0,
+            nodes: Vec::new(),
+            dummy: false,
+            willqueue: false,
+        }
+    }
+
     /// Approximate memory used by the job.
     pub(crate) fn mem_size(&self) -> usize {
         self.body.len() + self.queue.len() + 256

@@ -23,6 +23,7 @@ mod frame;
 mod job;
 mod limits;
 mod parse;
+mod persist;
 mod queue;
 mod server;
 mod shutdown;
@@ -30,8 +31,10 @@ mod state;
 mod timers;
 
 pub use cluster::{ClusterNode, EmbeddedCluster};
+pub use persist::{AppendFsync, ParseAppendFsyncError};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -62,6 +65,19 @@ pub enum Error {
     /// Any other I/O error.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
+    /// The data directory or the append-only file could not be used.
+    #[error("persistence: {path}: {source}")]
+    Persistence {
+        /// The file or directory.
+        path: PathBuf,
+        /// Underlying I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file at the append-only file's path is not one written by this
+    /// server (it is left alone).
+    #[error("{0}: not an ezmq-disque-server append-only file")]
+    AofFormat(PathBuf),
 }
 
 /// Server configuration (builder style).
@@ -76,6 +92,9 @@ pub struct ServerConfig {
     max_memory_bytes: usize,
     max_query_buffers_bytes: usize,
     request_stall_timeout: Duration,
+    appendonly: bool,
+    dir: PathBuf,
+    appendfsync: AppendFsync,
 }
 
 impl Default for ServerConfig {
@@ -90,6 +109,9 @@ impl Default for ServerConfig {
             max_memory_bytes: 0,
             max_query_buffers_bytes: 256 * 1024 * 1024,
             request_stall_timeout: Duration::from_secs(10),
+            appendonly: false,
+            dir: PathBuf::from("."),
+            appendfsync: AppendFsync::EverySec,
         }
     }
 }
@@ -157,6 +179,31 @@ impl ServerConfig {
         self.request_stall_timeout = timeout;
         self
     }
+
+    /// Keeps jobs in an append-only file in [`dir`](Self::with_dir) and
+    /// loads them on start (default off). Standalone nodes only: an
+    /// [`EmbeddedCluster`] ignores it.
+    #[must_use]
+    pub fn with_appendonly(mut self, on: bool) -> Self {
+        self.appendonly = on;
+        self
+    }
+
+    /// Data directory for the append-only file and the node id (default
+    /// the current directory; created when missing).
+    #[must_use]
+    pub fn with_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dir = dir.into();
+        self
+    }
+
+    /// When the append-only file is fsynced (default
+    /// [`AppendFsync::EverySec`]).
+    #[must_use]
+    pub fn with_appendfsync(mut self, policy: AppendFsync) -> Self {
+        self.appendfsync = policy;
+        self
+    }
 }
 
 /// A running server embedded in the current Tokio runtime.
@@ -189,13 +236,32 @@ pub(crate) async fn bind(want: SocketAddr) -> Result<TcpListener, Error> {
 
 impl EmbeddedDisque {
     /// Binds the listener and starts serving.
+    ///
+    /// With [`ServerConfig::with_appendonly`], the append-only file is read
+    /// first (a torn last record is dropped) and the node id is kept in the
+    /// data directory.
     pub async fn start(config: ServerConfig) -> Result<EmbeddedDisque, Error> {
-        let node_id = match &config.node_id {
+        let mut node_id = match &config.node_id {
             Some(id) => normalize_node_id(id)?,
             None => job::Rng::new().hex40(),
         };
+        let mut opened = None;
+        if config.appendonly {
+            let dir = config.dir.clone();
+            let configured = config.node_id.as_ref().map(|_| node_id.clone());
+            let (id, log) = tokio::task::spawn_blocking(move || {
+                let log = persist::load::open(&dir)?;
+                let id = persist::node_id(&dir, configured.as_deref(), node_id)
+                    .map_err(|source| Error::Persistence { path: dir, source })?;
+                Ok::<_, Error>((id, log))
+            })
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(e)))??;
+            node_id = id;
+            opened = Some(log);
+        }
         let listener = bind(SocketAddr::new(config.bind, config.port)).await?;
-        Self::launch(listener, &config, node_id, None)
+        Self::launch_with(listener, &config, node_id, None, opened)
     }
 
     /// Starts serving on `listener`; with `cluster`, as a node of an
@@ -209,14 +275,52 @@ impl EmbeddedDisque {
             tokio::sync::mpsc::UnboundedReceiver<cluster::Envelope>,
         )>,
     ) -> Result<EmbeddedDisque, Error> {
+        Self::launch_with(listener, config, node_id, cluster, None)
+    }
+
+    fn launch_with(
+        listener: TcpListener,
+        config: &ServerConfig,
+        node_id: String,
+        cluster: Option<(
+            cluster::Link,
+            tokio::sync::mpsc::UnboundedReceiver<cluster::Envelope>,
+        )>,
+        opened: Option<persist::load::Opened>,
+    ) -> Result<EmbeddedDisque, Error> {
         let addr = listener.local_addr()?;
         let (link, inbox) = match cluster {
             Some((link, rx)) => (Some(link), Some(rx)),
             None => (None, None),
         };
-        let node = Arc::new(state::Node::new(node_id, addr.port(), config, link));
         let token = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let aof = opened.map(|o| {
+            let log = Arc::new(persist::AofLog::new(
+                config.dir.clone(),
+                config.appendfsync,
+                o.size,
+            ));
+            log.stats
+                .loaded_jobs
+                .store(o.jobs.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            log.stats
+                .dropped_bytes
+                .store(o.dropped, std::sync::atomic::Ordering::Relaxed);
+            (log, o.file, o.jobs)
+        });
+        let node = Arc::new(state::Node::new(
+            node_id,
+            addr.port(),
+            config,
+            link,
+            aof.as_ref().map(|(log, _, _)| log.clone()),
+        ));
+        if let Some((log, file, jobs)) = aof {
+            node.store().restore(jobs, state::now());
+            let token = token.clone();
+            tracker.spawn_blocking(move || persist::writer::run(log, file, token));
+        }
         tracker.spawn(timers::run(node.clone(), token.clone()));
         if let Some(rx) = inbox {
             tracker.spawn(cluster::run(node.clone(), rx, token.clone()));

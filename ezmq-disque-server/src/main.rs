@@ -1,7 +1,9 @@
 //! `ezmq-disque-server`: a Disque-compatible job queue server.
 
 use clap::Parser;
-use ezmq_disque_server::{EmbeddedCluster, EmbeddedDisque, ServerConfig, DEFAULT_PORT};
+use ezmq_disque_server::{
+    AppendFsync, EmbeddedCluster, EmbeddedDisque, ServerConfig, DEFAULT_PORT,
+};
 use std::io::Write;
 use std::net::IpAddr;
 
@@ -46,9 +48,27 @@ struct Args {
     /// many seconds (0 = never).
     #[arg(long, default_value_t = 10)]
     request_stall_timeout: u64,
+    /// Keep jobs in an append-only file in `--dir` and reload them on start
+    /// (standalone only).
+    #[arg(long, default_value = "no", value_parser = parse_yes_no, action = clap::ArgAction::Set)]
+    appendonly: bool,
+    /// Data directory (append-only file, node id).
+    #[arg(long, default_value = ".")]
+    dir: std::path::PathBuf,
+    /// When the append-only file is fsynced: always, everysec or no.
+    #[arg(long, default_value_t = AppendFsync::EverySec)]
+    appendfsync: AppendFsync,
     /// Tokio worker threads: 0 = one per CPU, 1 = a single-threaded runtime.
     #[arg(long, default_value_t = 0)]
     threads: usize,
+}
+
+fn parse_yes_no(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "yes" | "true" | "1" => Ok(true),
+        "no" | "false" | "0" => Ok(false),
+        _ => Err(format!("expected yes or no, got {s:?}")),
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -92,7 +112,10 @@ async fn run(args: Args) -> std::process::ExitCode {
         .with_max_memory_bytes(args.maxmemory)
         .with_max_request_bytes(args.max_request_bytes)
         .with_max_query_buffers_bytes(args.maxmemory_clients)
-        .with_request_stall_timeout(std::time::Duration::from_secs(args.request_stall_timeout));
+        .with_request_stall_timeout(std::time::Duration::from_secs(args.request_stall_timeout))
+        .with_appendonly(args.appendonly)
+        .with_dir(args.dir)
+        .with_appendfsync(args.appendfsync);
     if let Some(id) = args.node_id {
         config = config.with_node_id(id);
     }

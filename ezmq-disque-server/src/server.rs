@@ -78,6 +78,29 @@ pub(crate) async fn accept_loop(
     }
 }
 
+/// Sends the buffered replies once the append-only log holds the first
+/// `need` bytes appended (the records of the commands they answer).
+async fn send(
+    node: &Node,
+    stream: &mut TcpStream,
+    wbuf: &mut BytesMut,
+    need: u64,
+    shutdown: &Shutdown,
+) -> bool {
+    if wbuf.is_empty() {
+        return true;
+    }
+    if let Some(aof) = &node.aof {
+        if need > 0 {
+            tokio::select! {
+                _ = aof.wait_written(need) => {}
+                _ = shutdown.recv() => return false,
+            }
+        }
+    }
+    flush(stream, wbuf).await
+}
+
 async fn flush(stream: &mut TcpStream, wbuf: &mut BytesMut) -> bool {
     if wbuf.is_empty() {
         return true;
@@ -96,6 +119,8 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
     };
     let mut account = BufferAccount::new(&node.query_budget);
     let mut pstate = MultibulkState::default();
+    // Replies wait until the log holds this many bytes (persistence on).
+    let mut need = 0u64;
     loop {
         loop {
             let limits = Limits {
@@ -104,45 +129,61 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
             };
             match parse_request(&mut rbuf, &mut pstate, limits) {
                 Ok(Parsed::Incomplete) => break,
-                Ok(Parsed::Command(args)) => match dispatch(node, &mut sess, &args) {
-                    Outcome::Reply(f) => f.write_to(&mut wbuf),
-                    Outcome::NoReply => {}
-                    Outcome::Quit => {
-                        wbuf.put_slice(b"+OK\r\n");
-                        flush(&mut stream, &mut wbuf).await;
-                        let _ = stream.shutdown().await;
-                        return;
+                Ok(Parsed::Command(args)) => {
+                    let before = node.aof_appended();
+                    let outcome = dispatch(node, &mut sess, &args);
+                    let after = node.aof_appended();
+                    if after != before {
+                        need = after;
                     }
-                    Outcome::Replicate(r) => {
-                        if !flush(&mut stream, &mut wbuf).await {
+                    match outcome {
+                        Outcome::Reply(f) => f.write_to(&mut wbuf),
+                        Outcome::NoReply => {}
+                        Outcome::Quit => {
+                            wbuf.put_slice(b"+OK\r\n");
+                            send(node, &mut stream, &mut wbuf, need, shutdown).await;
+                            let _ = stream.shutdown().await;
                             return;
                         }
-                        match wait_replicated(node, &mut stream, &mut rbuf, r, shutdown).await {
-                            Some(f) => f.write_to(&mut wbuf),
-                            None => return,
+                        Outcome::Replicate(r) => {
+                            if !send(node, &mut stream, &mut wbuf, need, shutdown).await {
+                                return;
+                            }
+                            match wait_replicated(node, &mut stream, &mut rbuf, r, shutdown).await {
+                                Some(f) => {
+                                    need = node.aof_appended();
+                                    f.write_to(&mut wbuf)
+                                }
+                                None => return,
+                            }
+                        }
+                        Outcome::Block(b) => {
+                            if !send(node, &mut stream, &mut wbuf, need, shutdown).await {
+                                node.store().remove_waiter(b.wid);
+                                return;
+                            }
+                            match wait_blocked(node, &mut stream, &mut rbuf, b, shutdown).await {
+                                Some(f) => {
+                                    need = node.aof_appended();
+                                    f.write_to(&mut wbuf)
+                                }
+                                None => return,
+                            }
                         }
                     }
-                    Outcome::Block(b) => {
-                        if !flush(&mut stream, &mut wbuf).await {
-                            node.store().remove_waiter(b.wid);
-                            return;
-                        }
-                        match wait_blocked(node, &mut stream, &mut rbuf, b, shutdown).await {
-                            Some(f) => f.write_to(&mut wbuf),
-                            None => return,
-                        }
-                    }
-                },
+                }
                 Err(ProtocolError(msg)) => {
                     protocol_error(&mut stream, &mut wbuf, &msg).await;
                     return;
                 }
             }
-            if wbuf.len() >= WRITE_FLUSH_BYTES && !flush(&mut stream, &mut wbuf).await {
+            if wbuf.len() >= WRITE_FLUSH_BYTES
+                && !send(node, &mut stream, &mut wbuf, need, shutdown).await
+            {
                 return;
             }
         }
-        if !flush(&mut stream, &mut wbuf).await {
+        if !send(node, &mut stream, &mut wbuf, need, shutdown).await {
             return;
         }
         let partial = !rbuf.is_empty();

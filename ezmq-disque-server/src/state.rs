@@ -5,13 +5,14 @@ use crate::cluster::{AckWait, Link, ReplWait};
 use crate::frame::Frame;
 use crate::job::{Job, JobId, JobState, Rng};
 use crate::limits::QueryBudget;
+use crate::persist::AofLog;
 use crate::queue::Queue;
 use crate::timers::{now_ms, now_s};
 use crate::ServerConfig;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -35,12 +36,20 @@ pub(crate) struct Node {
     pub(crate) stall_timeout: Duration,
     /// The cluster bus, `None` for a standalone node.
     pub(crate) link: Option<Link>,
+    /// The append-only log, when persistence is on.
+    pub(crate) aof: Option<Arc<AofLog>>,
     store: Mutex<Store>,
 }
 
 impl Node {
     /// A node with an empty store.
-    pub(crate) fn new(id: String, port: u16, config: &ServerConfig, link: Option<Link>) -> Node {
+    pub(crate) fn new(
+        id: String,
+        port: u16,
+        config: &ServerConfig,
+        link: Option<Link>,
+        aof: Option<Arc<AofLog>>,
+    ) -> Node {
         let max_request = config.max_request_bytes.max(1024);
         let budget = match config.max_query_buffers_bytes {
             0 => 0,
@@ -50,9 +59,12 @@ impl Node {
         for (d, s) in prefix.iter_mut().zip(id.bytes()) {
             *d = s;
         }
+        let mut store = Store::new(prefix, link.clone());
+        store.aof = aof.clone();
         Node {
-            store: Mutex::new(Store::new(prefix, link.clone())),
+            store: Mutex::new(store),
             link,
+            aof,
             id,
             port,
             requirepass: config.requirepass.clone(),
@@ -63,6 +75,11 @@ impl Node {
             query_budget: QueryBudget::new(budget),
             stall_timeout: config.request_stall_timeout,
         }
+    }
+
+    /// Bytes appended to the append-only log so far (0 without one).
+    pub(crate) fn aof_appended(&self) -> u64 {
+        self.aof.as_ref().map_or(0, |a| a.appended())
     }
 
     /// Locks the store (recovering from a poisoned lock).
@@ -99,6 +116,8 @@ pub(crate) struct Store {
     pub(crate) repl_wait: HashMap<JobId, ReplWait>,
     /// Cluster only: acked jobs waiting for the other holders to confirm.
     pub(crate) acking: HashMap<JobId, AckWait>,
+    /// The append-only log, when persistence is on.
+    pub(crate) aof: Option<Arc<AofLog>>,
 }
 
 impl Store {
@@ -118,6 +137,7 @@ impl Store {
             link,
             repl_wait: HashMap::new(),
             acking: HashMap::new(),
+            aof: None,
         }
     }
 
@@ -159,8 +179,51 @@ impl Store {
         self.used_memory += job.mem_size();
         self.job_scan.insert(job.seq, job.id);
         let id = job.id;
+        if let Some(aof) = &self.aof {
+            aof.job(&job);
+        }
         self.jobs.insert(id, Box::new(job));
         self.schedule(id);
+    }
+
+    /// Logs the mutable fields of a job (persistence on).
+    pub(crate) fn log_state(&self, id: &JobId) {
+        if let (Some(aof), Some(job)) = (&self.aof, self.jobs.get(id)) {
+            aof.state(job);
+        }
+    }
+
+    /// Registers the jobs read from the append-only log (nothing is
+    /// logged). Jobs that were queued are queued again at once; the others
+    /// wait for their delay or retry time as if the server had not stopped
+    /// (when it has passed, the next timer tick queues them).
+    pub(crate) fn restore(&mut self, jobs: Vec<Job>, now: u64) {
+        let aof = self.aof.take();
+        for mut job in jobs {
+            if job.etime <= now || job.dummy {
+                continue;
+            }
+            self.prev_ctime = self.prev_ctime.max(job.ctime);
+            let queued = job.state == JobState::Queued;
+            job.state = JobState::Active;
+            let id = job.id;
+            self.register_job(job);
+            if queued {
+                let Some(job) = self.jobs.get_mut(&id) else {
+                    continue;
+                };
+                job.state = JobState::Queued;
+                let key = (job.ctime, job.id);
+                let qname = job.queue.clone();
+                let q = self.queue_mut(&qname);
+                q.jobs.insert(key);
+                let name = q.name.clone();
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.queue = name;
+                }
+            }
+        }
+        self.aof = aof;
     }
 
     /// Removes a job completely. Returns true if it existed.
@@ -182,6 +245,9 @@ impl Store {
             self.acking.remove(id);
         }
         self.used_memory = self.used_memory.saturating_sub(job.mem_size());
+        if let Some(aof) = &self.aof {
+            aof.del(id);
+        }
         true
     }
 
@@ -235,6 +301,7 @@ impl Store {
             self.notify_queued(id);
         }
         self.schedule(id);
+        self.log_state(&id);
         let q = self.queue_mut(&qname);
         q.jobs.insert(key);
         q.atime = now / 1000;
@@ -258,6 +325,7 @@ impl Store {
         if let Some(q) = self.queues.get_mut(&job.queue) {
             q.jobs.remove(&key);
         }
+        self.log_state(id);
         true
     }
 
@@ -274,6 +342,7 @@ impl Store {
             job.state = JobState::Active;
             job.delivered = true;
         }
+        self.log_state(&id);
         Some(id)
     }
 
@@ -457,31 +526,22 @@ impl Store {
         let id = JobId::generate(&prefix, &mut self.rng, ttl, retry);
         let ctime = self.new_ctime(now);
         let (ttl, retry, delay) = (ttl as u64, retry as u64, delay as u64);
-        Job {
+        let mut job = Job::new(
             id,
             queue,
             body,
-            state: JobState::Active,
             repl,
             ctime,
-            etime: now.saturating_add(ttl.saturating_mul(1000)),
+            now.saturating_add(ttl.saturating_mul(1000)),
             delay,
             retry,
-            qtime: if delay > 0 {
-                now + delay * 1000
-            } else {
-                now + retry * 1000
-            },
-            nacks: 0,
-            deliveries: 0,
-            delivered: false,
-            queued_before: false,
-            seq: 0,
-            timer: 0,
-            nodes: Vec::new(),
-            dummy: false,
-            willqueue: false,
-        }
+        );
+        job.qtime = if delay > 0 {
+            now + delay * 1000
+        } else {
+            now + retry * 1000
+        };
+        job
     }
 }
 

@@ -35,6 +35,14 @@ pub(crate) async fn run(node: Arc<Node>, token: CancellationToken) {
         let now = now_ms();
         let mut store = node.store();
         store.process_timers(now);
+        let rewrite_due = node.aof.as_ref().is_some_and(|a| {
+            a.stats
+                .rewrite_scheduled
+                .load(std::sync::atomic::Ordering::Relaxed)
+        });
+        if rewrite_due {
+            let _ = crate::persist::rewrite::start(&mut store);
+        }
         if now / 1000 != last_gc {
             last_gc = now / 1000;
             store.gc_queues(last_gc);

@@ -113,6 +113,7 @@ pub(crate) fn working(node: &Node, args: &[Bytes]) -> Frame {
         }
     }
     store.schedule(id);
+    store.log_state(&id);
     if node.link.is_some() {
         store.notify_working(id);
     }

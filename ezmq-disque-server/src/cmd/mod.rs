@@ -104,6 +104,8 @@ pub(crate) fn dispatch(node: &Node, sess: &mut Session, args: &[Bytes]) -> Outco
         b"info" => ("info", -1, Kind::Simple(server::info)),
         b"ping" => ("ping", -1, Kind::Simple(server::ping)),
         b"auth" => ("auth", 2, Kind::Auth),
+        b"bgrewriteaof" => ("bgrewriteaof", 1, Kind::Simple(server::bgrewriteaof)),
+        b"loadjob" => ("loadjob", 2, Kind::Simple(server::loadjob)),
         _ => {
             let shown: Vec<u8> = name.iter().take(128).copied().collect();
             return Outcome::Reply(Frame::error_owned(format!(

@@ -3,6 +3,7 @@
 use super::{arity_error, syntax_error, Session};
 use crate::frame::Frame;
 use crate::parse::Parse;
+use crate::persist::rewrite::{self, NotStarted};
 use crate::state::Node;
 use crate::timers::now_s;
 use bytes::Bytes;
@@ -138,5 +139,77 @@ pub(crate) fn info(node: &Node, args: &[Bytes]) -> Frame {
         begin(&mut out, "Queues");
         let _ = write!(out, "registered_queues:{queues}\r\n");
     }
+    if all || section == "persistence" {
+        begin(&mut out, "Persistence");
+        persistence_info(node, &mut out);
+    }
     Frame::Bulk(Bytes::from(out))
+}
+
+/// `BGREWRITEAOF`: compacts the append-only file in the background.
+pub(crate) fn bgrewriteaof(node: &Node, _args: &[Bytes]) -> Frame {
+    match rewrite::start(&mut node.store()) {
+        Ok(()) => Frame::status("Background append only file rewriting started"),
+        Err(NotStarted::InProgress) => {
+            Frame::error("ERR Background append only file rewriting already in progress")
+        }
+        Err(NotStarted::Disabled) => Frame::error("ERR Append only file is not enabled"),
+    }
+}
+
+/// `LOADJOB`: only read from the append-only file, refused from clients.
+pub(crate) fn loadjob(_node: &Node, _args: &[Bytes]) -> Frame {
+    Frame::error("ERR LOADJOB is a special command only processed from AOF")
+}
+
+/// The fields of `INFO persistence`.
+fn persistence_info(node: &Node, out: &mut String) {
+    let Some(aof) = &node.aof else {
+        out.push_str(
+            "loading:0\r\naof_enabled:0\r\naof_state:off\r\naof_rewrite_in_progress:0\r\n\
+             aof_rewrite_scheduled:0\r\naof_last_rewrite_time_sec:-1\r\n\
+             aof_current_rewrite_time_sec:-1\r\naof_last_bgrewrite_status:ok\r\n\
+             aof_last_write_status:ok\r\n",
+        );
+        return;
+    };
+    let st = &aof.stats;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let flag = |a: &std::sync::atomic::AtomicBool| u8::from(a.load(Ordering::Relaxed));
+    let in_progress = st.rewrite_in_progress.load(Ordering::Relaxed);
+    let current_rewrite_s = if in_progress {
+        (crate::timers::now_ms().saturating_sub(load(&st.rewrite_started_ms)) / 1000) as i64
+    } else {
+        -1
+    };
+    let last_rewrite_s = if load(&st.rewrites) > 0 || st.last_rewrite_failed.load(Ordering::Relaxed)
+    {
+        (load(&st.last_rewrite_ms) / 1000) as i64
+    } else {
+        -1
+    };
+    let status = |failed: bool| if failed { "err" } else { "ok" };
+    let _ = write!(
+        out,
+        "loading:0\r\naof_enabled:1\r\naof_state:on\r\naof_fsync:{}\r\n\
+         aof_rewrite_in_progress:{}\r\naof_rewrite_scheduled:{}\r\n\
+         aof_last_rewrite_time_sec:{last_rewrite_s}\r\naof_current_rewrite_time_sec:{current_rewrite_s}\r\n\
+         aof_last_bgrewrite_status:{}\r\naof_last_write_status:{}\r\n\
+         aof_rewrites:{}\r\naof_current_size:{}\r\naof_base_size:{}\r\n\
+         aof_pending_rewrite:0\r\naof_buffer_length:{}\r\naof_rewrite_buffer_length:{}\r\n\
+         aof_pending_bio_fsync:0\r\naof_delayed_fsync:0\r\n\
+         aof_loaded_jobs:{}\r\naof_last_load_dropped_bytes:{}\r\n",
+        aof.policy,
+        u8::from(in_progress),
+        flag(&st.rewrite_scheduled),
+        status(st.last_rewrite_failed.load(Ordering::Relaxed)),
+        status(st.last_write_failed.load(Ordering::Relaxed)),
+        load(&st.rewrites),
+        load(&st.current_size),
+        load(&st.base_size),
+        aof.backlog(),
+        aof.lock().diff.as_ref().map_or(0, Vec::len),
+        load(&st.loaded_jobs),
+        load(&st.dropped_bytes),
+    );
 }
