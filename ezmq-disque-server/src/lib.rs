@@ -16,6 +16,7 @@
 //! # }
 //! ```
 
+mod clients;
 mod cluster;
 mod cmd;
 mod connection;
@@ -26,8 +27,10 @@ mod parse;
 mod persist;
 mod queue;
 mod server;
+mod settings;
 mod shutdown;
 mod state;
+mod stats;
 mod timers;
 
 pub use cluster::{ClusterNode, EmbeddedCluster};

@@ -39,17 +39,20 @@ impl<'a> Parse<'a> {
     }
 }
 
-/// Parses a strict decimal integer like Redis `string2ll`.
+/// Parses an integer like Disque's `getLongLongFromObject` (`strtoll`
+/// with the whole string consumed): an optional sign, decimal digits,
+/// leading zeros allowed; no spaces, no other characters, no overflow. As
+/// in Disque, an empty string is 0.
 pub(crate) fn parse_i64(b: &[u8]) -> Option<i64> {
-    if b.is_empty() || b.len() > 20 {
-        return None;
+    if b.is_empty() {
+        return Some(0);
     }
-    let (neg, digits) = if b[0] == b'-' {
-        (true, &b[1..])
-    } else {
-        (false, b)
+    let (neg, digits) = match b[0] {
+        b'-' => (true, &b[1..]),
+        b'+' => (false, &b[1..]),
+        _ => (false, b),
     };
-    if digits.is_empty() || (digits[0] == b'0' && digits.len() > 1) {
+    if digits.is_empty() {
         return None;
     }
     let mut v: i64 = 0;
@@ -63,9 +66,6 @@ pub(crate) fn parse_i64(b: &[u8]) -> Option<i64> {
             v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?
         };
     }
-    if neg && v == 0 {
-        return None;
-    }
     Some(v)
 }
 
@@ -78,8 +78,13 @@ mod tests {
         assert_eq!(parse_i64(b"0"), Some(0));
         assert_eq!(parse_i64(b"-12"), Some(-12));
         assert_eq!(parse_i64(b"1.5"), None);
-        assert_eq!(parse_i64(b"01"), None);
-        assert_eq!(parse_i64(b""), None);
+        assert_eq!(parse_i64(b"007"), Some(7));
+        assert_eq!(parse_i64(b"+9"), Some(9));
+        assert_eq!(parse_i64(b""), Some(0));
+        assert_eq!(parse_i64(b" 5"), None);
+        assert_eq!(parse_i64(b"5 "), None);
+        assert_eq!(parse_i64(b"0x10"), None);
+        assert_eq!(parse_i64(b"+"), None);
         assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
         assert_eq!(parse_i64(b"9223372036854775808"), None);
     }

@@ -51,9 +51,15 @@ pub(crate) async fn accept_loop(
             }
         };
         let _ = stream.set_nodelay(true);
+        node.stats
+            .connections_received
+            .fetch_add(1, Ordering::Relaxed);
         let n = node.connected_clients.fetch_add(1, Ordering::AcqRel) + 1;
         if n > max_clients {
             node.connected_clients.fetch_sub(1, Ordering::AcqRel);
+            node.stats
+                .rejected_connections
+                .fetch_add(1, Ordering::Relaxed);
             debug!(%peer, "refusing client: max clients reached");
             tracker.spawn(async move {
                 let mut stream = stream;
@@ -68,10 +74,16 @@ pub(crate) async fn accept_loop(
             continue;
         }
         let node = node.clone();
-        let shutdown = shutdown.clone();
+        let shutdown = shutdown.child();
         tracker.spawn(async move {
             debug!(%peer, "client connected");
-            handle(&node, stream, &shutdown).await;
+            #[cfg(unix)]
+            let fd = i64::from(std::os::fd::AsRawFd::as_raw_fd(&stream));
+            #[cfg(not(unix))]
+            let fd = -1;
+            let guard = node.clients.register(peer, fd, shutdown.token());
+            handle(&node, stream, &shutdown, Session::new(guard.client.clone())).await;
+            drop(guard);
             node.connected_clients.fetch_sub(1, Ordering::AcqRel);
             debug!(%peer, "client disconnected");
         });
@@ -111,12 +123,9 @@ async fn flush(stream: &mut TcpStream, wbuf: &mut BytesMut) -> bool {
 }
 
 /// Serves one client until it quits, disconnects, errs, or shutdown.
-async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
+async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown, mut sess: Session) {
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut wbuf = BytesMut::with_capacity(READ_CHUNK);
-    let mut sess = Session {
-        authed: node.requirepass.is_none(),
-    };
     let mut account = BufferAccount::new(&node.query_budget);
     let mut pstate = MultibulkState::default();
     // Replies wait until the log holds this many bytes (persistence on).
@@ -125,7 +134,7 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
         loop {
             let limits = Limits {
                 max_request: node.max_request,
-                authed: sess.authed,
+                authed: sess.is_authed(node),
             };
             match parse_request(&mut rbuf, &mut pstate, limits) {
                 Ok(Parsed::Incomplete) => break,
@@ -157,12 +166,31 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
                                 None => return,
                             }
                         }
+                        Outcome::Monitor => {
+                            wbuf.put_slice(b"+OK\r\n");
+                            if send(node, &mut stream, &mut wbuf, need, shutdown).await {
+                                monitor(node, &mut stream, &sess, shutdown).await;
+                            }
+                            return;
+                        }
+                        Outcome::Delay(d, f) => {
+                            if !send(node, &mut stream, &mut wbuf, need, shutdown).await {
+                                return;
+                            }
+                            tokio::select! {
+                                _ = tokio::time::sleep(d) => f.write_to(&mut wbuf),
+                                _ = shutdown.recv() => return,
+                            }
+                        }
                         Outcome::Block(b) => {
                             if !send(node, &mut stream, &mut wbuf, need, shutdown).await {
                                 node.store().remove_waiter(b.wid);
                                 return;
                             }
-                            match wait_blocked(node, &mut stream, &mut rbuf, b, shutdown).await {
+                            sess.client.blocked.store(true, Ordering::Relaxed);
+                            let r = wait_blocked(node, &mut stream, &mut rbuf, b, shutdown).await;
+                            sess.client.blocked.store(false, Ordering::Relaxed);
+                            match r {
                                 Some(f) => {
                                     need = node.aof_appended();
                                     f.write_to(&mut wbuf)
@@ -220,6 +248,36 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown) {
         match r {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
+        }
+    }
+}
+
+/// A MONITOR connection: streams the feed until the client goes away.
+async fn monitor(node: &Node, stream: &mut TcpStream, sess: &Session, shutdown: &Shutdown) {
+    let mut feed = node.clients.monitor.subscribe();
+    sess.client.monitor.store(true, Ordering::Relaxed);
+    node.clients.monitors.fetch_add(1, Ordering::Relaxed);
+    let mut scratch = [0u8; 1024];
+    loop {
+        tokio::select! {
+            line = feed.recv() => match line {
+                Ok(line) => {
+                    if stream.write_all(&line).await.is_err() {
+                        return;
+                    }
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    debug!(missed = n, "a MONITOR client fell behind");
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            },
+            r = stream.read(&mut scratch) => {
+                // Commands sent by a MONITOR client are ignored.
+                if matches!(r, Ok(0) | Err(_)) {
+                    return;
+                }
+            }
+            _ = shutdown.recv() => return,
         }
     }
 }

@@ -14,6 +14,19 @@ impl Shutdown {
         Shutdown { token }
     }
 
+    /// A signal that fires on shutdown, or when [`Shutdown::cancel`] is
+    /// called on it (CLIENT KILL) without affecting the parent.
+    pub(crate) fn child(&self) -> Shutdown {
+        Shutdown {
+            token: self.token.child_token(),
+        }
+    }
+
+    /// The token behind this signal.
+    pub(crate) fn token(&self) -> CancellationToken {
+        self.token.clone()
+    }
+
     /// Completes when shutdown starts.
     pub(crate) async fn recv(&self) {
         self.token.cancelled().await

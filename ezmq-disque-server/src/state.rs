@@ -1,12 +1,15 @@
 //! The node and its store: jobs, queues, timers and blocked clients, all
 //! behind one `std::sync::Mutex` (never held across an `.await`).
 
+use crate::clients::Clients;
 use crate::cluster::{AckWait, Link, ReplWait};
 use crate::frame::Frame;
 use crate::job::{Job, JobId, JobState, Rng};
 use crate::limits::QueryBudget;
 use crate::persist::AofLog;
 use crate::queue::Queue;
+use crate::settings::{AuthState, Settings};
+use crate::stats::{SlowLog, Stats};
 use crate::timers::{now_ms, now_s};
 use crate::ServerConfig;
 use bytes::Bytes;
@@ -24,7 +27,13 @@ pub(crate) const QUEUE_GC_IDLE_S: u64 = 300;
 pub(crate) struct Node {
     pub(crate) id: String,
     pub(crate) port: u16,
-    pub(crate) requirepass: Option<String>,
+    /// The configuration the node was started with.
+    pub(crate) config: ServerConfig,
+    pub(crate) auth: AuthState,
+    pub(crate) settings: Settings,
+    pub(crate) clients: Arc<Clients>,
+    pub(crate) stats: Stats,
+    pub(crate) slowlog: SlowLog,
     pub(crate) max_memory: usize,
     pub(crate) max_request: usize,
     pub(crate) started_s: u64,
@@ -67,7 +76,12 @@ impl Node {
             aof,
             id,
             port,
-            requirepass: config.requirepass.clone(),
+            config: config.clone(),
+            auth: AuthState::new(config.requirepass.clone()),
+            settings: Settings::default(),
+            clients: Arc::new(Clients::new()),
+            stats: Stats::new(),
+            slowlog: SlowLog::new(),
             max_memory: config.max_memory_bytes,
             max_request,
             started_s: now_s(),
@@ -521,7 +535,12 @@ impl Store {
         delay: i64,
         now: u64,
     ) -> Job {
-        let queue = self.queue_mut(&queue).name.clone();
+        // Share the name of an existing queue; a job alone does not create
+        // its queue (it is created when the job is first queued).
+        let queue = match self.queues.get_key_value(&queue) {
+            Some((name, _)) => name.clone(),
+            None => Bytes::copy_from_slice(&queue),
+        };
         let prefix = self.prefix;
         let id = JobId::generate(&prefix, &mut self.rng, ttl, retry);
         let ctime = self.new_ctime(now);

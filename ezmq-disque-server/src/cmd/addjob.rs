@@ -1,11 +1,12 @@
 //! ADDJOB.
 
-use super::{is, parse_timeout, syntax_error, Outcome};
+use super::{is, parse_timeout, syntax_error, Outcome, Session};
 use crate::cluster::replication::add_replicated;
 use crate::frame::Frame;
 use crate::parse::parse_i64;
 use crate::state::{now, Node};
 use bytes::Bytes;
+use std::sync::atomic::Ordering;
 
 /// Default TTL: one day.
 const DEFAULT_TTL: i64 = 24 * 3600;
@@ -13,7 +14,7 @@ const DEFAULT_TTL: i64 = 24 * 3600;
 const DEFAULT_RETRY_MAX: i64 = 300;
 
 /// `ADDJOB queue body ms-timeout [REPLICATE n] [DELAY s] [RETRY s] [TTL s] [MAXLEN n] [ASYNC]`
-pub(crate) fn addjob(node: &Node, args: &[Bytes]) -> Outcome {
+pub(crate) fn addjob(node: &Node, _sess: &mut Session, args: &[Bytes]) -> Outcome {
     match addjob_inner(node, args) {
         Ok(outcome) => outcome,
         Err(frame) => Outcome::Reply(frame),
@@ -95,6 +96,11 @@ fn addjob_inner(node: &Node, args: &[Bytes]) -> Result<Outcome, Frame> {
     }
     if retry == -1 {
         retry = (ttl / 10).clamp(1, DEFAULT_RETRY_MAX);
+    }
+    if node.link.is_none() && node.settings.leaving.load(Ordering::Relaxed) {
+        return Err(Frame::error(
+            "NOREPL Not enough reachable nodes for the requested replication level, I'm leaving the cluster",
+        ));
     }
     if replicate - 1 > reachable_nodes {
         return Err(Frame::error(

@@ -1,6 +1,6 @@
 //! GETJOB.
 
-use super::{is, parse_timeout, syntax_error, Blocked, Outcome};
+use super::{is, parse_timeout, syntax_error, Blocked, Outcome, Session};
 use crate::frame::Frame;
 use crate::parse::parse_i64;
 use crate::state::{now, Node, Waiter};
@@ -8,7 +8,7 @@ use bytes::Bytes;
 use tokio::sync::oneshot;
 
 /// `GETJOB [NOHANG] [TIMEOUT ms] [COUNT n] [WITHCOUNTERS] FROM q1 q2 ...`
-pub(crate) fn getjob(node: &Node, args: &[Bytes]) -> Outcome {
+pub(crate) fn getjob(node: &Node, _sess: &mut Session, args: &[Bytes]) -> Outcome {
     let mut timeout: u64 = 0;
     let mut count: i64 = 1;
     let mut nohang = false;
@@ -80,6 +80,15 @@ pub(crate) fn getjob(node: &Node, args: &[Bytes]) -> Outcome {
     }
     if nohang {
         return Outcome::Reply(Frame::NullArray);
+    }
+    if node
+        .settings
+        .leaving
+        .load(std::sync::atomic::Ordering::Relaxed)
+    {
+        return Outcome::Reply(Frame::error(
+            "LEAVING This node is leaving the cluster, please connect to a different one",
+        ));
     }
     let (tx, rx) = oneshot::channel();
     let wid = store.add_waiter(Waiter {

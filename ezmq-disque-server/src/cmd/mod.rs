@@ -2,17 +2,27 @@
 
 pub(crate) mod ack;
 pub(crate) mod addjob;
+pub(crate) mod admin;
+pub(crate) mod client;
+pub(crate) mod cluster;
 pub(crate) mod getjob;
 pub(crate) mod queue;
 pub(crate) mod scan;
 pub(crate) mod server;
 pub(crate) mod show;
+pub(crate) mod table;
 
+use crate::clients::Client;
 use crate::frame::Frame;
 use crate::job::JobId;
 use crate::parse::parse_i64;
 use crate::state::Node;
+use crate::timers::now_s;
 use bytes::Bytes;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use table::Handler;
 use tokio::sync::oneshot;
 
 /// A GETJOB that must wait for a job.
@@ -50,22 +60,39 @@ pub(crate) enum Outcome {
     Replicate(Replicating),
     /// Reply `+OK` and close.
     Quit,
+    /// Reply `+OK` and turn into a MONITOR connection.
+    Monitor,
+    /// Send this reply after a pause (DEBUG SLEEP).
+    Delay(Duration, Frame),
 }
 
 /// Per-connection command state.
 #[derive(Debug)]
 pub(crate) struct Session {
-    /// True once AUTH succeeded (or when no password is configured).
-    pub(crate) authed: bool,
+    /// The password epoch of the last successful AUTH: a connection is
+    /// authenticated while no password is set or while the password it
+    /// authenticated with is still the current one.
+    pub(crate) auth_epoch: Option<u64>,
+    /// This connection in the node's client registry.
+    pub(crate) client: Arc<Client>,
 }
 
-type Handler = fn(&Node, &[Bytes]) -> Frame;
+impl Session {
+    /// A session for a new connection.
+    pub(crate) fn new(client: Arc<Client>) -> Session {
+        Session {
+            auth_epoch: None,
+            client,
+        }
+    }
 
-enum Kind {
-    Simple(Handler),
-    AddJob,
-    GetJob,
-    Auth,
+    /// True when commands other than AUTH may run.
+    pub(crate) fn is_authed(&self, node: &Node) -> bool {
+        match node.auth.epoch_if_required() {
+            None => true,
+            Some(epoch) => self.auth_epoch == Some(epoch),
+        }
+    }
 }
 
 /// Executes one command.
@@ -73,61 +100,45 @@ pub(crate) fn dispatch(node: &Node, sess: &mut Session, args: &[Bytes]) -> Outco
     let Some(name) = args.first() else {
         return Outcome::NoReply;
     };
-    let mut lower = [0u8; 16];
-    let lname: &[u8] = if name.len() <= lower.len() {
-        for (d, s) in lower.iter_mut().zip(name.iter()) {
-            *d = s.to_ascii_lowercase();
-        }
-        &lower[..name.len()]
-    } else {
-        b""
-    };
-    let (cname, arity, kind): (&str, i32, Kind) = match lname {
-        b"quit" => return Outcome::Quit,
-        b"addjob" => ("addjob", -4, Kind::AddJob),
-        b"getjob" => ("getjob", -2, Kind::GetJob),
-        b"ackjob" => ("ackjob", -1, Kind::Simple(ack::ackjob)),
-        b"fastack" => ("fastack", -1, Kind::Simple(ack::fastack)),
-        b"deljob" => ("deljob", -1, Kind::Simple(ack::deljob)),
-        b"nack" => ("nack", -1, Kind::Simple(ack::nack)),
-        b"enqueue" => ("enqueue", -1, Kind::Simple(ack::enqueue)),
-        b"dequeue" => ("dequeue", -1, Kind::Simple(ack::dequeue)),
-        b"working" => ("working", 2, Kind::Simple(ack::working)),
-        b"show" => ("show", 2, Kind::Simple(show::show)),
-        b"qlen" => ("qlen", 2, Kind::Simple(queue::qlen)),
-        b"qpeek" => ("qpeek", 3, Kind::Simple(queue::qpeek)),
-        b"qstat" => ("qstat", 2, Kind::Simple(queue::qstat)),
-        b"pause" => ("pause", -3, Kind::Simple(queue::pause)),
-        b"qscan" => ("qscan", -1, Kind::Simple(scan::qscan)),
-        b"jscan" => ("jscan", -1, Kind::Simple(scan::jscan)),
-        b"hello" => ("hello", 1, Kind::Simple(server::hello)),
-        b"info" => ("info", -1, Kind::Simple(server::info)),
-        b"ping" => ("ping", -1, Kind::Simple(server::ping)),
-        b"auth" => ("auth", 2, Kind::Auth),
-        b"bgrewriteaof" => ("bgrewriteaof", 1, Kind::Simple(server::bgrewriteaof)),
-        b"loadjob" => ("loadjob", 2, Kind::Simple(server::loadjob)),
-        _ => {
-            let shown: Vec<u8> = name.iter().take(128).copied().collect();
-            return Outcome::Reply(Frame::error_owned(format!(
-                "ERR unknown command '{}'",
-                String::from_utf8_lossy(&shown)
-            )));
-        }
-    };
-    let argc = args.len() as i64;
-    let arity = i64::from(arity);
-    if (arity > 0 && argc != arity) || (arity < 0 && argc < -arity) {
-        return Outcome::Reply(arity_error(cname));
+    if node.clients.monitors.load(Ordering::Relaxed) > 0 {
+        client::feed_monitor(node, sess, args);
     }
-    if !sess.authed && !matches!(kind, Kind::Auth) {
+    let Some(idx) = table::lookup(name) else {
+        let shown: Vec<u8> = name.iter().take(128).copied().collect();
+        return Outcome::Reply(Frame::error_owned(format!(
+            "ERR unknown command '{}'",
+            String::from_utf8_lossy(&shown)
+        )));
+    };
+    let cmd = &table::COMMANDS[idx];
+    if matches!(cmd.handler, Handler::Quit) {
+        return Outcome::Quit;
+    }
+    let argc = args.len() as i64;
+    let arity = i64::from(cmd.arity);
+    if (arity > 0 && argc != arity) || (arity < 0 && argc < -arity) {
+        return Outcome::Reply(arity_error(cmd.name));
+    }
+    if cmd.name != "auth" && !sess.is_authed(node) {
         return Outcome::Reply(Frame::error("NOAUTH Authentication required."));
     }
-    match kind {
-        Kind::Simple(h) => Outcome::Reply(h(node, &args[1..])),
-        Kind::AddJob => addjob::addjob(node, &args[1..]),
-        Kind::GetJob => getjob::getjob(node, &args[1..]),
-        Kind::Auth => Outcome::Reply(server::auth(node, sess, &args[1..])),
-    }
+    let start = Instant::now();
+    sess.client.last_cmd.store(idx, Ordering::Relaxed);
+    sess.client.last_ms.store(
+        start
+            .saturating_duration_since(sess.client.created)
+            .as_millis() as u64,
+        Ordering::Relaxed,
+    );
+    let out = match cmd.handler {
+        Handler::Simple(h) => Outcome::Reply(h(node, &args[1..])),
+        Handler::Full(f) => f(node, sess, &args[1..]),
+        Handler::Quit => Outcome::Quit,
+    };
+    let usec = start.elapsed().as_micros() as u64;
+    node.stats.record(idx, usec);
+    node.slowlog.maybe_log(args, usec, now_s());
+    out
 }
 
 /// `-ERR wrong number of arguments for '<cmd>' command`.

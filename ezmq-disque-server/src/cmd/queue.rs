@@ -112,12 +112,19 @@ pub(crate) fn pause(node: &Node, args: &[Bytes]) -> Frame {
     let state = store.apply_pause(qname, pin, pout, update, now());
     if bcast {
         if let Some(link) = &node.link {
+            // The other nodes get this node's resulting state.
+            let (pin, pout) = match state {
+                "in" => (true, false),
+                "out" => (false, true),
+                "all" => (true, true),
+                _ => (false, false),
+            };
             let queue = Bytes::copy_from_slice(qname);
             link.broadcast(|| Msg::Pause {
                 queue: queue.clone(),
                 pin,
                 pout,
-                update,
+                update: true,
             });
         }
     }

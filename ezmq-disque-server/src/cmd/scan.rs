@@ -84,7 +84,7 @@ pub(crate) fn qscan(node: &Node, args: &[Bytes]) -> Frame {
             }
             match parse_cursor(opt) {
                 Some(c) => cursor = Some(c),
-                None => return Frame::error("ERR invalid cursor"),
+                None => return Frame::error("ERR invalid cursor or option name"),
             }
         }
         j += 1;
@@ -158,7 +158,7 @@ pub(crate) fn jscan(node: &Node, args: &[Bytes]) -> Frame {
             }
             match parse_cursor(opt) {
                 Some(c) => cursor = Some(c),
-                None => return Frame::error("ERR invalid cursor"),
+                None => return Frame::error("ERR invalid cursor or option name"),
             }
         }
         j += 1;

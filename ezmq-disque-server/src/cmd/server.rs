@@ -1,9 +1,10 @@
 //! HELLO, INFO, PING, AUTH.
 
-use super::{arity_error, syntax_error, Session};
+use super::{arity_error, syntax_error, Outcome, Session};
 use crate::frame::Frame;
 use crate::parse::Parse;
 use crate::persist::rewrite::{self, NotStarted};
+use crate::settings::AuthError;
 use crate::state::Node;
 use crate::timers::now_s;
 use bytes::Bytes;
@@ -35,7 +36,11 @@ pub(crate) fn hello(node: &Node, _args: &[Bytes]) -> Frame {
             Frame::Bulk(id),
             Frame::Bulk(Bytes::new()),
             Frame::Bulk(Bytes::from(node.port.to_string())),
-            Frame::bulk_static("1"),
+            Frame::bulk_static(if node.settings.leaving.load(Ordering::Relaxed) {
+                "100"
+            } else {
+                "1"
+            }),
         ]),
     ])
 }
@@ -53,27 +58,22 @@ pub(crate) fn ping(_node: &Node, args: &[Bytes]) -> Frame {
 }
 
 /// `AUTH password`.
-pub(crate) fn auth(node: &Node, sess: &mut Session, args: &[Bytes]) -> Frame {
-    let Some(pass) = &node.requirepass else {
-        return Frame::error("ERR Client sent AUTH, but no password is set");
-    };
-    if constant_time_eq(pass.as_bytes(), &args[0]) {
-        sess.authed = true;
-        Frame::status("OK")
-    } else {
-        sess.authed = false;
-        Frame::error("ERR invalid password")
-    }
+pub(crate) fn auth(node: &Node, sess: &mut Session, args: &[Bytes]) -> Outcome {
+    Outcome::Reply(match node.auth.check(&args[0]) {
+        Ok(epoch) => {
+            sess.auth_epoch = Some(epoch);
+            Frame::status("OK")
+        }
+        Err(AuthError::NoPassword) => Frame::error("ERR Client sent AUTH, but no password is set"),
+        Err(AuthError::Invalid) => {
+            sess.auth_epoch = None;
+            Frame::error("ERR invalid password")
+        }
+    })
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// `INFO [section]`.
+/// `INFO [section]`: Server, Clients, Memory, Jobs, Queues, Persistence,
+/// Stats and CPU by default; `all` adds Commandstats.
 pub(crate) fn info(node: &Node, args: &[Bytes]) -> Frame {
     if args.len() > 1 {
         return syntax_error();
@@ -82,7 +82,8 @@ pub(crate) fn info(node: &Node, args: &[Bytes]) -> Frame {
         .first()
         .map(|s| String::from_utf8_lossy(s).to_ascii_lowercase())
         .unwrap_or_else(|| "default".to_string());
-    let all = section == "default" || section == "all";
+    let default = section == "default" || section == "all";
+    let want = |name: &str| default || section == name;
     let (jobs, queues, blocked, mem) = {
         let store = node.store();
         (
@@ -93,73 +94,144 @@ pub(crate) fn info(node: &Node, args: &[Bytes]) -> Frame {
         )
     };
     let mut out = String::new();
-    let mut sections = 0;
-    let mut begin = |out: &mut String, name: &str| {
-        if sections > 0 {
+    let begin = |out: &mut String, name: &str| {
+        if !out.is_empty() {
             out.push_str("\r\n");
         }
-        sections += 1;
         let _ = write!(out, "# {name}\r\n");
     };
-    if all || section == "server" {
+    let uptime = now_s().saturating_sub(node.started_s);
+    if want("server") {
         begin(&mut out, "Server");
         let _ = write!(
             out,
-            "disque_version:{DISQUE_VERSION}\r\ndisque_mode:standalone\r\nos:{}\r\nprocess_id:{}\r\ntcp_port:{}\r\nuptime_in_seconds:{}\r\nrun_id:{}\r\n",
+            "disque_version:{DISQUE_VERSION}\r\nezmq_version:{}\r\ndisque_mode:{}\r\nos:{} {}\r\n\
+             arch_bits:{}\r\nmultiplexing_api:tokio\r\nprocess_id:{}\r\nrun_id:{}\r\ntcp_port:{}\r\n\
+             uptime_in_seconds:{uptime}\r\nuptime_in_days:{}\r\nhz:{}\r\nconfig_file:\r\n",
+            env!("CARGO_PKG_VERSION"),
+            if node.link.is_some() { "cluster" } else { "standalone" },
             std::env::consts::OS,
+            std::env::consts::ARCH,
+            usize::BITS,
             std::process::id(),
-            node.port,
-            now_s().saturating_sub(node.started_s),
             node.id,
+            node.port,
+            uptime / 86400,
+            node.settings.hz.load(Ordering::Relaxed),
         );
     }
-    if all || section == "clients" {
+    if want("clients") {
         begin(&mut out, "Clients");
         let _ = write!(
             out,
-            "connected_clients:{}\r\nblocked_clients:{blocked}\r\n",
+            "connected_clients:{}\r\nclient_longest_output_list:0\r\nclient_biggest_input_buf:0\r\n\
+             blocked_clients:{blocked}\r\n",
             node.connected_clients.load(Ordering::Relaxed)
         );
     }
-    if all || section == "memory" {
+    if want("memory") {
         begin(&mut out, "Memory");
+        let rss = rss_bytes();
+        let used = mem + node.query_budget.used();
+        let peak = node
+            .stats
+            .peak_memory
+            .fetch_max(used, Ordering::Relaxed)
+            .max(used);
         let _ = write!(
             out,
-            "used_memory:{mem}\r\nmaxmemory:{}\r\nmem_clients_normal:{}\r\nmaxmemory_clients:{}\r\n",
-            node.max_memory,
+            "used_memory:{used}\r\nused_memory_human:{}\r\nused_memory_rss:{rss}\r\n\
+             used_memory_peak:{peak}\r\nused_memory_peak_human:{}\r\nused_memory_jobs:{mem}\r\n\
+             mem_clients_normal:{}\r\nmaxmemory_clients:{}\r\nmaxmemory:{}\r\n\
+             maxmemory_human:{}\r\nmaxmemory_policy:noeviction\r\nmem_allocator:system\r\n",
+            human(used),
+            human(peak),
             node.query_budget.used(),
             node.query_budget.max(),
+            node.max_memory,
+            human(node.max_memory),
         );
     }
-    if all || section == "jobs" {
+    if want("jobs") {
         begin(&mut out, "Jobs");
         let _ = write!(out, "registered_jobs:{jobs}\r\n");
     }
-    if all || section == "queues" {
+    if want("queues") {
         begin(&mut out, "Queues");
         let _ = write!(out, "registered_queues:{queues}\r\n");
     }
-    if all || section == "persistence" {
+    if want("persistence") {
         begin(&mut out, "Persistence");
         persistence_info(node, &mut out);
+    }
+    if want("stats") {
+        begin(&mut out, "Stats");
+        let st = &node.stats;
+        let _ = write!(
+            out,
+            "total_connections_received:{}\r\ntotal_commands_processed:{}\r\n\
+             rejected_connections:{}\r\n",
+            st.connections_received.load(Ordering::Relaxed),
+            st.commands_processed.load(Ordering::Relaxed),
+            st.rejected_connections.load(Ordering::Relaxed),
+        );
+    }
+    if want("cpu") {
+        begin(&mut out, "CPU");
+        let (user, sys) = cpu_seconds();
+        let _ = write!(
+            out,
+            "used_cpu_sys:{sys:.2}\r\nused_cpu_user:{user:.2}\r\nused_cpu_sys_children:0.00\r\n\
+             used_cpu_user_children:0.00\r\n"
+        );
+    }
+    if section == "all" || section == "commandstats" {
+        begin(&mut out, "Commandstats");
+        for (name, calls, usec) in node.stats.per_command() {
+            let per = usec as f64 / calls.max(1) as f64;
+            let _ = write!(
+                out,
+                "cmdstat_{name}:calls={calls},usec={usec},usec_per_call={per:.2}\r\n"
+            );
+        }
     }
     Frame::Bulk(Bytes::from(out))
 }
 
-/// `BGREWRITEAOF`: compacts the append-only file in the background.
-pub(crate) fn bgrewriteaof(node: &Node, _args: &[Bytes]) -> Frame {
-    match rewrite::start(&mut node.store()) {
-        Ok(()) => Frame::status("Background append only file rewriting started"),
-        Err(NotStarted::InProgress) => {
-            Frame::error("ERR Background append only file rewriting already in progress")
-        }
-        Err(NotStarted::Disabled) => Frame::error("ERR Append only file is not enabled"),
+/// Bytes in Redis' human form (`946.61K`).
+fn human(n: usize) -> String {
+    const UNITS: [&str; 5] = ["K", "M", "G", "T", "P"];
+    if n < 1024 {
+        return format!("{n}B");
     }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.2}{}", UNITS[u])
 }
 
-/// `LOADJOB`: only read from the append-only file, refused from clients.
-pub(crate) fn loadjob(_node: &Node, _args: &[Bytes]) -> Frame {
-    Frame::error("ERR LOADJOB is a special command only processed from AOF")
+/// Resident set size of this process (Linux; 0 elsewhere).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// User and system CPU seconds of this process (Linux; 0 elsewhere).
+fn cpu_seconds() -> (f64, f64) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields, in clock ticks (100 per second on Linux).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    (tick(11), tick(12))
 }
 
 /// The fields of `INFO persistence`.
@@ -199,7 +271,7 @@ fn persistence_info(node: &Node, out: &mut String) {
          aof_pending_rewrite:0\r\naof_buffer_length:{}\r\naof_rewrite_buffer_length:{}\r\n\
          aof_pending_bio_fsync:0\r\naof_delayed_fsync:0\r\n\
          aof_loaded_jobs:{}\r\naof_last_load_dropped_bytes:{}\r\n",
-        aof.policy,
+        aof.policy(),
         u8::from(in_progress),
         flag(&st.rewrite_scheduled),
         status(st.last_rewrite_failed.load(Ordering::Relaxed)),
@@ -212,4 +284,20 @@ fn persistence_info(node: &Node, out: &mut String) {
         load(&st.loaded_jobs),
         load(&st.dropped_bytes),
     );
+}
+
+/// `BGREWRITEAOF`: compacts the append-only file in the background.
+pub(crate) fn bgrewriteaof(node: &Node, _args: &[Bytes]) -> Frame {
+    match rewrite::start(&mut node.store()) {
+        Ok(()) => Frame::status("Background append only file rewriting started"),
+        Err(NotStarted::InProgress) => {
+            Frame::error("ERR Background append only file rewriting already in progress")
+        }
+        Err(NotStarted::Disabled) => Frame::error("ERR Append only file is not enabled"),
+    }
+}
+
+/// `LOADJOB`: only read from the append-only file, refused from clients.
+pub(crate) fn loadjob(_node: &Node, _args: &[Bytes]) -> Frame {
+    Frame::error("ERR LOADJOB is a special command only processed from AOF")
 }

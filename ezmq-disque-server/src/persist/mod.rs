@@ -21,7 +21,7 @@ pub(crate) mod writer;
 use crate::job::{Job, JobId};
 use record::StateFields;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use tokio::sync::watch;
 
@@ -35,16 +35,17 @@ pub(crate) const AUTO_REWRITE_MIN_BYTES: u64 = 64 * 1024 * 1024;
 
 /// When the log is flushed to disk (`appendfsync`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
 pub enum AppendFsync {
     /// fsync before replying: nothing acknowledged is lost, even when the
     /// machine crashes.
-    Always,
+    Always = 0,
     /// fsync once per second: a machine crash loses up to about the last
     /// second; a killed process loses nothing (the default).
     #[default]
-    EverySec,
+    EverySec = 1,
     /// Leave flushing to the operating system.
-    No,
+    No = 2,
 }
 
 impl AppendFsync {
@@ -118,7 +119,7 @@ pub(crate) struct AofStats {
 #[derive(Debug)]
 pub(crate) struct AofLog {
     pub(crate) dir: PathBuf,
-    pub(crate) policy: AppendFsync,
+    policy: AtomicU8,
     pending: Mutex<Pending>,
     wake: Condvar,
     appended: AtomicU64,
@@ -134,13 +135,28 @@ impl AofLog {
         stats.base_size.store(size, Ordering::Relaxed);
         AofLog {
             dir,
-            policy,
+            policy: AtomicU8::new(policy as u8),
             pending: Mutex::new(Pending::default()),
             wake: Condvar::new(),
             appended: AtomicU64::new(0),
             written: watch::channel(0).0,
             stats,
         }
+    }
+
+    /// The current fsync policy.
+    pub(crate) fn policy(&self) -> AppendFsync {
+        match self.policy.load(Ordering::Relaxed) {
+            0 => AppendFsync::Always,
+            1 => AppendFsync::EverySec,
+            _ => AppendFsync::No,
+        }
+    }
+
+    /// Changes the fsync policy (CONFIG SET appendfsync).
+    pub(crate) fn set_policy(&self, p: AppendFsync) {
+        self.policy.store(p as u8, Ordering::Relaxed);
+        self.wake.notify_one();
     }
 
     /// Path of the log file.

@@ -32,7 +32,7 @@ pub(crate) fn run(log: Arc<AofLog>, mut file: File, token: CancellationToken) {
                     break;
                 }
                 let fsync_due = dirty
-                    && log.policy == AppendFsync::EverySec
+                    && log.policy() == AppendFsync::EverySec
                     && last_fsync.elapsed() >= FSYNC_EVERY;
                 if fsync_due {
                     break;
@@ -40,7 +40,7 @@ pub(crate) fn run(log: Arc<AofLog>, mut file: File, token: CancellationToken) {
                 if token.is_cancelled() {
                     p.stopped = true;
                     drop(p);
-                    if dirty && log.policy != AppendFsync::No {
+                    if dirty && log.policy() != AppendFsync::No {
                         let _ = file.sync_data();
                     }
                     return;
@@ -78,7 +78,7 @@ pub(crate) fn run(log: Arc<AofLog>, mut file: File, token: CancellationToken) {
                 batch = Vec::new();
             }
         }
-        let fsync = match log.policy {
+        let fsync = match log.policy() {
             AppendFsync::Always => dirty,
             AppendFsync::EverySec => dirty && last_fsync.elapsed() >= FSYNC_EVERY,
             AppendFsync::No => false,
