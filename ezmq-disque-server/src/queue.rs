@@ -24,6 +24,9 @@ pub(crate) struct Queue {
     pub(crate) seq: u64,
     /// Cluster only: bus indexes of the nodes jobs were imported from.
     pub(crate) import_from: Vec<u16>,
+    /// Cluster only: imports counted per second (`import-rate`): the
+    /// second, the jobs imported in it, and in the second before.
+    pub(crate) imports: (u64, u32, u32),
 }
 
 impl Queue {
@@ -41,6 +44,28 @@ impl Queue {
             jobs_out: 0,
             seq,
             import_from: Vec::new(),
+            imports: (0, 0, 0),
+        }
+    }
+
+    /// Counts one imported job at unix second `now_s`.
+    pub(crate) fn count_import(&mut self, now_s: u64) {
+        let (sec, this, _) = self.imports;
+        self.imports = match now_s.saturating_sub(sec) {
+            0 => (sec, this + 1, self.imports.2),
+            1 => (now_s, 1, this),
+            _ => (now_s, 1, 0),
+        };
+    }
+
+    /// Jobs imported per second lately (the busier of this second and the
+    /// one before).
+    pub(crate) fn import_rate(&self, now_s: u64) -> u32 {
+        let (sec, this, prev) = self.imports;
+        match now_s.saturating_sub(sec) {
+            0 => this.max(prev),
+            1 => this,
+            _ => 0,
         }
     }
 

@@ -138,6 +138,7 @@ impl Store {
             if !q.import_from.contains(&from) {
                 q.import_from.push(from);
             }
+            q.count_import(now / 1000);
             self.enqueue(id, false, now);
         }
     }

@@ -62,7 +62,7 @@ pub(crate) fn qstat(node: &Node, args: &[Bytes]) -> Frame {
         Frame::bulk_static("import-from"),
         Frame::Array(import_from(node, &q.import_from)),
         Frame::bulk_static("import-rate"),
-        Frame::Integer(0),
+        Frame::Integer(i64::from(q.import_rate(now))),
         Frame::bulk_static("jobs-in"),
         Frame::Integer(q.jobs_in as i64),
         Frame::bulk_static("jobs-out"),

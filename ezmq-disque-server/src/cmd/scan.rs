@@ -6,6 +6,7 @@ use crate::frame::Frame;
 use crate::job::JobState;
 use crate::parse::parse_i64;
 use crate::state::{now, Node};
+use crate::timers::now_s;
 use bytes::Bytes;
 
 const DEFAULT_COUNT: i64 = 100;
@@ -103,7 +104,7 @@ pub(crate) fn qscan(node: &Node, args: &[Bytes]) -> Frame {
             let len = q.len() as i64;
             let ok = (minlen == -1 || len >= minlen)
                 && (maxlen == -1 || len <= maxlen)
-                && (importrate == -1 || 0 >= importrate);
+                && (importrate == -1 || i64::from(q.import_rate(now_s())) >= importrate);
             if ok {
                 out.push(Frame::Bulk(q.name.clone()));
             }
