@@ -4,12 +4,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ezmq_disque::{
-    async_trait, Backend, Bytes, DisqueBackend, Job, JobId, PushOptions, Result, Topic,
-};
+use ezmq_disque::spi::{Backend, Capabilities, Delivery, DeliveryHandle, QueueStats, Source};
+use ezmq_disque::{async_trait, Bytes, DisqueBackend, JobId, PushOptions, Result, Topic};
 
-/// Delegates everything to Disque, counting `fetch` calls and the jobs they
-/// return. Costs one extra boxed future per backend call.
+/// Delegates everything to Disque, counting `receive` calls and the jobs
+/// they return. Costs one extra boxed future per backend call.
 #[derive(Debug)]
 pub(crate) struct Counting {
     inner: DisqueBackend,
@@ -38,46 +37,34 @@ impl Counting {
 
 #[async_trait]
 impl Backend for Counting {
-    async fn add(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
-        self.inner.add(topic, body, options).await
+    fn name(&self) -> &'static str {
+        self.inner.name()
     }
 
-    async fn fetch(&self, topic: &Topic, max: usize, wait: Duration) -> Result<Vec<Job>> {
-        let jobs = self.inner.fetch(topic, max, wait).await?;
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
+        self.inner.publish(topic, body, options).await
+    }
+
+    async fn receive(&self, source: &Source, max: usize, wait: Duration) -> Result<Vec<Delivery>> {
+        let jobs = self.inner.receive(source, max, wait).await?;
         self.fetches.fetch_add(1, Ordering::Relaxed);
         self.fetched.fetch_add(jobs.len() as u64, Ordering::Relaxed);
         Ok(jobs)
     }
 
-    async fn ack(&self, id: &JobId) -> Result<()> {
-        self.inner.ack(id).await
-    }
-
-    async fn ack_many(&self, ids: &[JobId]) -> Result<()> {
-        self.inner.ack_many(ids).await
-    }
-
-    async fn nack(&self, id: &JobId) -> Result<()> {
-        self.inner.nack(id).await
-    }
-
-    async fn requeue(&self, id: &JobId) -> Result<()> {
-        self.inner.requeue(id).await
-    }
-
-    async fn working(&self, id: &JobId) -> Result<Duration> {
-        self.inner.working(id).await
-    }
-
-    async fn queue_len(&self, topic: &Topic) -> Result<u64> {
-        self.inner.queue_len(topic).await
-    }
-
-    async fn peek(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
-        self.inner.peek(topic, n).await
+    async fn ack_batch(&self, handles: &[DeliveryHandle]) -> Result<()> {
+        self.inner.ack_batch(handles).await
     }
 
     async fn close(&self) -> Result<()> {
         self.inner.close().await
+    }
+
+    fn queue_stats(&self) -> Option<&dyn QueueStats> {
+        self.inner.queue_stats()
     }
 }

@@ -3,6 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use ezmq_disque::{DisqueClient, DisqueConfig};
@@ -114,16 +115,18 @@ impl Target {
         Ok(ezmq_disque::connect(config).await?)
     }
 
-    /// A new ezmq client whose backend counts fetches.
-    pub(crate) async fn ezmq_counting(&self) -> BoxResult<ezmq_disque::Client<Counting>> {
+    /// A new ezmq client whose backend counts fetches, and that backend.
+    pub(crate) async fn ezmq_counting(&self) -> BoxResult<(DisqueClient, Arc<Counting>)> {
         let config = DisqueConfig::default()
             .with_seeds(self.addrs.clone())
             .with_default_ttl(JOB_TTL);
         let backend = ezmq_disque::DisqueBackend::connect(config).await?;
-        Ok(ezmq_disque::Client::new(
-            Counting::new(backend),
+        let counting = Arc::new(Counting::new(backend));
+        let client = ezmq_disque::Client::from_backend(
+            Arc::clone(&counting) as Arc<dyn ezmq_disque::spi::Backend>,
             ezmq_disque::ClientConfig::default(),
-        ))
+        );
+        Ok((client, counting))
     }
 
     /// A new raw multiplexed (pipelining) connection to the first address.

@@ -634,6 +634,11 @@ fn parse_jobs(command: &'static str, node: &Node, value: &Value) -> Result<Vec<J
     }
 }
 
+/// The error of a cluster-wide read that missed a node.
+fn partial(err: DisqueError) -> Error {
+    Error::backend(DisqueError::Partial(Box::new(err)), true)
+}
+
 fn map_add_error(topic: &Topic, err: DisqueError) -> Error {
     match err.server_code() {
         Some("MAXLEN") => Error::QueueFull {
@@ -830,8 +835,8 @@ impl DisqueBackend {
         })
     }
 
-    /// The sum of `QLEN` over every reachable node. Fails only when no node
-    /// answers.
+    /// The sum of `QLEN` over every node. Fails when a node cannot be read
+    /// (the sum would be partial).
     pub(crate) async fn queue_length(&self, topic: &Topic) -> Result<u64> {
         self.ensure_open()?;
         let results = self.per_node("QLEN", topic, |_| {
@@ -851,9 +856,12 @@ impl DisqueBackend {
                 Err(e) => last_err = Some(e),
             }
         }
-        match (any, last_err) {
-            (false, Some(e)) => Err(e.into()),
-            _ => Ok(total),
+        match last_err {
+            // A node that could not be read may hold some of the jobs: a
+            // partial sum would be a wrong answer.
+            Some(e) if any => Err(partial(e)),
+            Some(e) => Err(e.into()),
+            None => Ok(total),
         }
     }
 
@@ -861,9 +869,25 @@ impl DisqueBackend {
     /// the topic's affinity node (each node's list is oldest first; Disque
     /// ids carry no creation time to order them globally).
     pub(crate) async fn peek_jobs(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
+        let (jobs, failed) = self.peek_jobs_counting_failures(topic, n).await?;
+        match failed {
+            Some(err) => Err(partial(err)),
+            None => Ok(jobs),
+        }
+    }
+
+    /// `QPEEK` on every known node, merged as in
+    /// [`DisqueBackend::peek_jobs`], with the error of a node that could
+    /// not be read (the list is then partial). Fails only when no node
+    /// answered.
+    pub(crate) async fn peek_jobs_counting_failures(
+        &self,
+        topic: &Topic,
+        n: usize,
+    ) -> Result<(Vec<Job>, Option<DisqueError>)> {
         self.ensure_open()?;
         if n == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), None));
         }
         let results = self.per_node("QPEEK", topic, |_| {
             let mut cmd = redis::cmd("QPEEK");
@@ -896,7 +920,7 @@ impl DisqueBackend {
             }
         }
         merged.truncate(n);
-        Ok(merged)
+        Ok((merged, last_err))
     }
 
     pub(crate) async fn close_connections(&self) -> Result<()> {

@@ -36,6 +36,11 @@ pub enum DisqueError {
         reason: String,
     },
 
+    /// A cluster-wide read (queue length, peek) could not read one node, so
+    /// its answer would be partial.
+    #[error("could not read every Disque node; the answer would be partial")]
+    Partial(#[source] Box<DisqueError>),
+
     /// Opening a connection (TCP, then `AUTH`) to a node failed.
     #[error("connecting to Disque node {addr} failed")]
     Connect {

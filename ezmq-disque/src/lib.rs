@@ -32,6 +32,7 @@ mod error;
 mod fan_out;
 mod node;
 mod push_options;
+mod reply;
 mod spi_impl;
 
 pub use backend::DisqueBackend;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{
-    envelope, Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, Peek,
-    QueueStats, Source,
+    envelope, Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut,
+    Peek, QueueStats, ReplyChannel, Source,
 };
 use ezmq_core::{Job, JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
 
@@ -24,7 +24,9 @@ const CAPABILITIES: Capabilities = Capabilities::none()
     .with(Capability::LeaseExtension)
     .with(Capability::QueueStats)
     .with(Capability::Peek)
-    .with(Capability::ExclusiveClaim);
+    .with(Capability::ExclusiveClaim)
+    .with(Capability::FanOut)
+    .with(Capability::RequestReply);
 
 #[async_trait]
 impl Backend for DisqueBackend {
@@ -101,6 +103,14 @@ impl Backend for DisqueBackend {
     }
 
     fn exclusive_claim(&self) -> Option<&dyn ExclusiveClaim> {
+        Some(self)
+    }
+
+    fn fan_out(&self) -> Option<&dyn FanOut> {
+        Some(self)
+    }
+
+    fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
         Some(self)
     }
 }

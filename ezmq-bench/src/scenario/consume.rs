@@ -119,7 +119,7 @@ async fn raw_loop(target: &Target, queue: &str, n: u64, k: usize) -> BoxResult<f
 
 /// The ezmq listener; returns jobs per second and the mean jobs per fetch.
 async fn listener(target: &Target, queue: &str, n: u64, k: usize) -> BoxResult<(f64, f64)> {
-    let client = target.ezmq_counting().await?;
+    let (client, counting) = target.ezmq_counting().await?;
     let handled = Arc::new(AtomicU64::new(0));
     let all_done = Arc::new(Notify::new());
     let (h, d) = (Arc::clone(&handled), Arc::clone(&all_done));
@@ -146,7 +146,7 @@ async fn listener(target: &Target, queue: &str, n: u64, k: usize) -> BoxResult<(
         let got = handled.load(Ordering::Relaxed);
         return Err(format!("ezmq consume: only {got} of {n} jobs in {DRAIN_LIMIT:?}").into());
     }
-    let (fetches, fetched) = client.backend().fetch_counts();
+    let (fetches, fetched) = counting.fetch_counts();
     Ok((
         n as f64 / elapsed.as_secs_f64(),
         fetched as f64 / fetches.max(1) as f64,

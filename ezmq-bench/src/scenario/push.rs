@@ -195,8 +195,9 @@ async fn push_cell(
                 if let Some(client) = &client {
                     if via_backend {
                         client
+                            .runtime()
                             .backend()
-                            .add(&topic, body.clone(), &PushOptions::default())
+                            .publish(&topic, body.clone(), &PushOptions::default())
                             .await?;
                     } else {
                         client.push(&queue, body.clone()).await?;
