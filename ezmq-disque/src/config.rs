@@ -52,7 +52,7 @@ pub struct DisqueConfig {
     /// otherwise. Default 1 day.
     pub default_ttl: Duration,
     /// How long `ADDJOB` may wait for replication (its `ms-timeout`) unless
-    /// a push sets [`PushOptions::timeout`](ezmq_core::PushOptions::timeout).
+    /// a push sets [`DisquePushOptions::timeout`](crate::DisquePushOptions::timeout).
     /// Default 5 s.
     pub default_add_timeout: Duration,
     /// How often the node table is refreshed with `HELLO`. Default 5 s.

@@ -58,7 +58,7 @@ pub struct ReadmeDoctests;
 /// # Ok(()) }
 /// ```
 ///
-/// An alias of [`Client`](ezmq_core::Client): the client type is the same
+/// An alias of [`Client`]: the client type is the same
 /// whatever the broker.
 pub type DisqueClient = ezmq_core::Client;
 
