@@ -181,6 +181,21 @@ impl ConsumeOptions {
         if self.fetch_wait < Duration::from_millis(10) {
             return Err(Error::invalid_option("fetch_wait", "must be at least 10ms"));
         }
+        // Bounds that keep every deadline computed from them far from
+        // overflowing `Instant` arithmetic.
+        const DAY: Duration = Duration::from_secs(24 * 3600);
+        for (option, value, max) in [
+            ("fetch_wait", self.fetch_wait, Duration::from_secs(3600)),
+            ("heartbeat_after", self.heartbeat_after, DAY),
+            ("backoff", self.backoff.max, 7 * DAY),
+        ] {
+            if value > max {
+                return Err(Error::invalid_option(
+                    option,
+                    format!("{value:?} is longer than the limit of {max:?}"),
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -206,6 +221,15 @@ mod tests {
             .is_err());
         assert!(ConsumeOptions::new()
             .with_max_attempts(0)
+            .validate()
+            .is_err());
+        // Huge values are refused instead of overflowing deadlines later.
+        assert!(ConsumeOptions::new()
+            .with_fetch_wait(Duration::MAX)
+            .validate()
+            .is_err());
+        assert!(ConsumeOptions::new()
+            .with_backoff(Duration::from_secs(1), Duration::MAX)
             .validate()
             .is_err());
     }

@@ -108,6 +108,13 @@ where
 ///
 /// let err: BoxError = Permanent::new("order 42 does not exist").into();
 /// assert!(Permanent::is_permanent(err.as_ref()));
+///
+/// // Also when wrapped in the application's own error (as its source).
+/// #[derive(Debug, thiserror::Error)]
+/// #[error("import failed")]
+/// struct ImportError(#[source] Permanent);
+/// let wrapped: BoxError = ImportError(Permanent::new("bad row")).into();
+/// assert!(Permanent::is_permanent(wrapped.as_ref()));
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[error("permanent failure: {0}")]
@@ -119,8 +126,17 @@ impl Permanent {
         Permanent(cause.into())
     }
 
-    /// True when `err` is a [`Permanent`] error.
+    /// True when `err`, or any error in its source chain, is a
+    /// [`Permanent`] (so a `Permanent` wrapped in the application's own
+    /// error type or in `anyhow` context still skips the retries).
     pub fn is_permanent(err: &(dyn std::error::Error + 'static)) -> bool {
-        err.is::<Permanent>()
+        let mut current = Some(err);
+        while let Some(e) = current {
+            if e.is::<Permanent>() {
+                return true;
+            }
+            current = e.source();
+        }
+        false
     }
 }
