@@ -393,3 +393,54 @@ async fn ports_from_a_base() {
         Err(e) => eprintln!("SKIP ports_from_a_base: {e}"),
     }
 }
+
+#[tokio::test]
+async fn leaving_node_is_seen_everywhere_and_stores_no_new_jobs() {
+    let cluster = EmbeddedCluster::start(3).await.expect("cluster");
+    let mut cs = conns(&cluster).await;
+    let leaving_id = cluster.node(2).node_id;
+    let q = queue("leaving");
+    cmd(&mut cs[2], &["CLUSTER", "LEAVING", "yes"])
+        .await
+        .expect("CLUSTER LEAVING yes");
+    for c in cs.iter_mut() {
+        let (_, entries) = hello(c).await;
+        let e = entries.iter().find(|e| e.0 == leaving_id).expect("listed");
+        assert_eq!(e.2, "100", "priority of the leaving node");
+    }
+    // Only two nodes take new jobs now.
+    let r = cmd(&mut cs[0], &["ADDJOB", &q, "x", "2000"]).await;
+    assert!(
+        r.as_ref().is_err_and(|e| e.code() == Some("NOREPL")),
+        "{r:?}"
+    );
+    // A job added on the leaving node is held and queued by the others only.
+    let id = addjob(&mut cs[2], &q, "via-leaving", &["REPLICATE", "2"]).await;
+    assert_eq!(
+        &id[2..10],
+        &leaving_id[..8],
+        "id prefix of the leaving node"
+    );
+    assert!(
+        !has_job(&mut cs[2], &id).await,
+        "the leaving node keeps no copy"
+    );
+    assert!(has_job(&mut cs[0], &id).await && has_job(&mut cs[1], &id).await);
+    let queued =
+        wait_for(Duration::from_secs(5), || {
+            let mut cs = cs.clone();
+            let q = q.clone();
+            async move {
+                int(&mut cs[0], &["QLEN", &q]).await + int(&mut cs[1], &["QLEN", &q]).await == 1
+            }
+        })
+        .await;
+    assert!(queued.is_some(), "one of the other nodes queues the job");
+    let r = cmd(&mut cs[2], &["GETJOB", "TIMEOUT", "100", "FROM", &q]).await;
+    assert!(r.is_err_and(|e| e.code() == Some("LEAVING")));
+    cmd(&mut cs[2], &["CLUSTER", "LEAVING", "no"])
+        .await
+        .expect("CLUSTER LEAVING no");
+    addjob(&mut cs[0], &q, "three", &[]).await;
+    cluster.shutdown().await;
+}

@@ -9,6 +9,8 @@ use tokio::sync::mpsc::UnboundedSender;
 pub(crate) const PRIORITY_OK: &str = "1";
 /// HELLO priority of a node that is down or cut off (Disque's `PFAIL`).
 pub(crate) const PRIORITY_FAILING: &str = "10";
+/// HELLO priority of a node leaving the cluster (`CLUSTER LEAVING yes`).
+pub(crate) const PRIORITY_LEAVING: &str = "100";
 
 /// A message with the bus index of its sender.
 #[derive(Debug)]
@@ -28,6 +30,9 @@ pub(crate) struct Peer {
     tx: Option<UnboundedSender<Envelope>>,
     /// Cut off from every other node (it still serves its clients).
     cut: bool,
+    /// `CLUSTER LEAVING yes` was set on the node (seen by every node, as
+    /// Disque gossips the flag).
+    leaving: bool,
 }
 
 /// The cluster bus shared by all nodes of an [`crate::EmbeddedCluster`].
@@ -47,6 +52,7 @@ impl Bus {
                 port,
                 tx: None,
                 cut: false,
+                leaving: false,
             })
             .collect();
         Bus {
@@ -74,7 +80,16 @@ impl Bus {
 
     /// Marks slot `i` up with the inbox of its new incarnation.
     pub(crate) fn set_up(&self, i: usize, tx: UnboundedSender<Envelope>) {
-        self.write()[i].tx = Some(tx);
+        let mut peers = self.write();
+        peers[i].tx = Some(tx);
+        peers[i].leaving = false;
+    }
+
+    /// Sets or clears the leaving flag of slot `i`.
+    pub(crate) fn set_leaving(&self, i: u16, leaving: bool) {
+        if let Some(p) = self.write().get_mut(usize::from(i)) {
+            p.leaving = leaving;
+        }
     }
 
     /// Marks slot `i` down (killed): its inbox is dropped.
@@ -109,6 +124,17 @@ impl Bus {
             .collect()
     }
 
+    /// Reachable slots other than `from` that are not leaving: the nodes a
+    /// new job may be replicated to.
+    pub(crate) fn replication_peers(&self, from: u16) -> Vec<u16> {
+        let peers = self.read();
+        (0..peers.len() as u16)
+            .filter(|&j| {
+                j != from && Self::link_ok(&peers, from, j) && !peers[usize::from(j)].leaving
+            })
+            .collect()
+    }
+
     /// Delivers `msg` from `from` to `to` unless the link is down.
     pub(crate) fn send(&self, from: u16, to: u16, msg: Msg) -> bool {
         if from == to {
@@ -134,10 +160,12 @@ impl Bus {
             .into_iter()
             .map(|j| {
                 let p = &peers[usize::from(j)];
-                let prio = if Self::link_ok(&peers, me, j) {
-                    PRIORITY_OK
-                } else {
+                let prio = if !Self::link_ok(&peers, me, j) {
                     PRIORITY_FAILING
+                } else if p.leaving {
+                    PRIORITY_LEAVING
+                } else {
+                    PRIORITY_OK
                 };
                 (p.id.clone(), p.host.clone(), p.port, prio)
             })

@@ -34,6 +34,9 @@ pub(crate) enum Msg {
     NeedJobs { queue: Bytes, count: usize },
     /// Jobs moved to the sender of `NeedJobs` (Disque `YOURJOBS`).
     YourJobs(Vec<JobData>),
+    /// Queue this job now (Disque `QUEUEJOB`): sent by a leaving node to one
+    /// of the nodes holding a job it added but keeps no copy of.
+    QueueJob(JobId),
     /// Set the pause state of a queue (Disque `PAUSE`, from `PAUSE ... BCAST`).
     Pause {
         queue: Bytes,

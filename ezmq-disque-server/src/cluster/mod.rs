@@ -281,6 +281,7 @@ impl crate::state::Store {
             } => self.on_queued(from, id, nacks, deliveries, now),
             Msg::WillQueue(id) => self.on_willqueue(from, id),
             Msg::Working(id) => self.on_working(id, now),
+            Msg::QueueJob(id) => self.on_queuejob(id, now),
             Msg::NeedJobs { queue, count } => self.on_needjobs(from, &queue, count, now),
             Msg::YourJobs(jobs) => self.on_yourjobs(from, jobs, now),
             Msg::Pause {

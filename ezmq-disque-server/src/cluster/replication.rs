@@ -36,6 +36,9 @@ pub(crate) struct ReplWait {
     tx: Option<oneshot::Sender<Frame>>,
     since: u64,
     last_send: u64,
+    /// Added on a leaving node: `repl` other nodes hold the job, one of
+    /// them queues it, and this node drops its copy once they confirmed.
+    external: bool,
 }
 
 /// An acked job waiting for the other holders to drop their copy.
@@ -58,12 +61,18 @@ fn noreply_timeout() -> Frame {
 /// Registers a job of a cluster ADDJOB with REPLICATE > 1 and sends the
 /// copies. Synchronous: the job waits in `wait-repl` and the client blocks
 /// until enough nodes confirm (or the timeout). ASYNC: queued at once.
+///
+/// `external` (the node is leaving the cluster, Disque's external
+/// replication): `repl` *other* nodes get the job, one of them queues it, and
+/// this node keeps its copy only until they confirmed (an ASYNC client gets
+/// its reply at once all the same).
 pub(crate) fn add_replicated(
     store: &mut Store,
     mut job: Job,
     sync: bool,
     timeout_ms: u64,
     now: u64,
+    external: bool,
 ) -> Outcome {
     let Some(link) = store.link.clone() else {
         return Outcome::Reply(noreply_removed());
@@ -71,31 +80,37 @@ pub(crate) fn add_replicated(
     let id = job.id;
     let delay = job.delay;
     let planned_qtime = job.qtime;
-    job.nodes = vec![link.me];
+    let reply_now = !sync;
+    let sync = sync || external;
+    job.nodes = if external { Vec::new() } else { vec![link.me] };
     if sync {
         job.state = JobState::WaitRepl;
         job.qtime = 0;
     }
     let mut data = JobData::of(&job);
     data.qtime = planned_qtime;
-    let need = usize::from(job.repl).saturating_sub(1);
+    let need = usize::from(job.repl).saturating_sub(usize::from(!external));
     store.register_job(job);
     if !sync && delay == 0 {
         store.enqueue(id, false, now);
     }
-    let mut peers = link.bus.reachable_peers(link.me);
+    let mut peers = link.bus.replication_peers(link.me);
     for i in (1..peers.len()).rev() {
         let j = (store.rng.next_u64() % (i as u64 + 1)) as usize;
         peers.swap(i, j);
     }
     peers.truncate(need);
-    data.nodes = std::iter::once(link.me)
-        .chain(peers.iter().copied())
-        .collect();
+    data.nodes = if external {
+        peers.clone()
+    } else {
+        std::iter::once(link.me)
+            .chain(peers.iter().copied())
+            .collect()
+    };
     for &p in &peers {
         link.send(p, Msg::ReplJob(Box::new(data.clone())));
     }
-    let (tx, rx) = if sync {
+    let (tx, rx) = if sync && !reply_now {
         let (tx, rx) = oneshot::channel();
         (Some(tx), Some(rx))
     } else {
@@ -108,6 +123,7 @@ pub(crate) fn add_replicated(
             tx,
             since: now,
             last_send: now,
+            external,
         },
     );
     match rx {
@@ -238,6 +254,20 @@ impl Store {
         let Some(wait) = self.repl_wait.remove(&id) else {
             return;
         };
+        if wait.external {
+            // Added on this leaving node: one holder queues it, and this
+            // node keeps no copy.
+            if job.delay == 0 {
+                if let (Some(link), Some(&first)) = (&self.link, job.nodes.first()) {
+                    link.send(first, Msg::QueueJob(id));
+                }
+            }
+            self.delete_job(&id);
+            if let Some(tx) = wait.tx {
+                let _ = tx.send(Frame::Status(id.to_bytes()));
+            }
+            return;
+        }
         if job.state == JobState::WaitRepl {
             job.state = JobState::Active;
             job.qtime = if job.delay > 0 {
@@ -328,6 +358,24 @@ impl Store {
             }
             _ => {}
         }
+    }
+
+    /// QUEUEJOB: a leaving node added this job and asks this node to queue
+    /// it (the first queueing, not an additional delivery).
+    pub(crate) fn on_queuejob(&mut self, id: JobId, now: u64) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        if job.state != JobState::Active {
+            return;
+        }
+        if job.nacks == 0 && job.deliveries == 0 {
+            job.queued_before = false;
+        }
+        if job.qtime == 0 {
+            job.qtime = now;
+        }
+        self.enqueue(id, false, now);
     }
 
     /// WORKING from another node: dequeue and postpone the requeue.
@@ -440,7 +488,7 @@ impl Store {
         let Some(link) = self.link.clone() else {
             return;
         };
-        let reachable = link.bus.reachable_peers(link.me);
+        let reachable = link.bus.replication_peers(link.me);
         let ids: Vec<JobId> = self.repl_wait.keys().copied().collect();
         for id in ids {
             let Some(job) = self.jobs.get(&id) else {

@@ -23,14 +23,16 @@ pub(crate) fn addjob(node: &Node, _sess: &mut Session, args: &[Bytes]) -> Outcom
 
 fn addjob_inner(node: &Node, args: &[Bytes]) -> Result<Outcome, Frame> {
     let (queue, body, timeout) = (&args[0], &args[1], &args[2]);
-    // Cluster size and the other nodes this one can reach right now.
+    // Cluster size and the other nodes this one can replicate to right now
+    // (reachable and not leaving).
     let (cluster_size, reachable_nodes) = match &node.link {
         Some(link) => (
             link.bus.size() as i64,
-            link.bus.reachable_peers(link.me).len() as i64,
+            link.bus.replication_peers(link.me).len() as i64,
         ),
         None => (1, 0),
     };
+    let leaving = node.settings.leaving.load(Ordering::Relaxed);
     let mut replicate: i64 = cluster_size.min(3);
     let mut sync = true;
     let mut ttl = DEFAULT_TTL;
@@ -97,7 +99,9 @@ fn addjob_inner(node: &Node, args: &[Bytes]) -> Result<Outcome, Frame> {
     if retry == -1 {
         retry = (ttl / 10).clamp(1, DEFAULT_RETRY_MAX);
     }
-    if node.link.is_none() && node.settings.leaving.load(Ordering::Relaxed) {
+    // A leaving node stores new jobs only on other nodes (Disque's external
+    // replication): it needs `replicate` of them.
+    if leaving && (node.link.is_none() || replicate > reachable_nodes) {
         return Err(Frame::error(
             "NOREPL Not enough reachable nodes for the requested replication level, I'm leaving the cluster",
         ));
@@ -128,7 +132,7 @@ fn addjob_inner(node: &Node, args: &[Bytes]) -> Result<Outcome, Frame> {
             "OOM command not allowed when used memory > 'maxmemory'",
         ));
     }
-    if replicate > 1 {
+    if replicate > 1 || leaving {
         let job = store.build_job(
             queue.clone(),
             Bytes::copy_from_slice(body),
@@ -138,7 +142,9 @@ fn addjob_inner(node: &Node, args: &[Bytes]) -> Result<Outcome, Frame> {
             delay,
             now,
         );
-        return Ok(add_replicated(&mut store, job, sync, timeout_ms, now));
+        return Ok(add_replicated(
+            &mut store, job, sync, timeout_ms, now, leaving,
+        ));
     }
     let id = store.add_job(
         queue.clone(),

@@ -41,6 +41,9 @@ pub(crate) fn cluster(node: &Node, args: &[Bytes]) -> Frame {
             }),
             Some(v) if is(v, "yes") || is(v, "no") => {
                 leaving.store(is(v, "yes"), Ordering::Relaxed);
+                if let Some(link) = &node.link {
+                    link.bus.set_leaving(link.me, is(v, "yes"));
+                }
                 Frame::status("OK")
             }
             Some(_) => Frame::error("ERR Wrong argument for CLUSTER LEAVING. Use 'yes' or 'no'"),
