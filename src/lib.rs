@@ -37,6 +37,10 @@ pub use ezmq_core::*;
 #[cfg(feature = "disque")]
 pub use ezmq_disque as disque;
 
+/// The Redis backend (Streams): configuration and connection.
+#[cfg(feature = "redis")]
+pub use ezmq_redis as redis;
+
 /// Distributed cron: each tick runs once across every process.
 pub use ezmq_crontab as crontab;
 

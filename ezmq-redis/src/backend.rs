@@ -1,0 +1,384 @@
+//! `RedisBackend`: connections, shared state and the [`Backend`] impl.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use ezmq_core::spi::{
+    Backend, Capabilities, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, Peek, QueueStats,
+    ReplyChannel, Source,
+};
+use ezmq_core::{Error, JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
+use redis::{Cmd, RedisError, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::codec::Message;
+use crate::config::RedisConfig;
+use crate::conn::{Conn, Connector, Pool, BLOCK_MARGIN};
+use crate::error::{self, RedisBackendError};
+use crate::keys::TopicKeys;
+use crate::scripts;
+use crate::source::SourceState;
+
+/// The Redis Streams backend (single server or Redis Cluster).
+///
+/// * Ordinary commands share one multiplexed connection (a
+///   `ConnectionManager` that reconnects by itself, or a cluster
+///   connection that follows the slot map).
+/// * Blocking reads (`XREADGROUP BLOCK`, `BLPOP`) each take a dedicated
+///   connection from a small pool, so they never stall other commands.
+/// * Each topic is a stream `<prefix>:{<topic>}:s` read by the consumer
+///   group `ezmq`, with its delayed messages in the sorted set
+///   `<prefix>:{<topic>}:d`; see the crate README for every guarantee.
+///
+/// Most code uses it through [`connect`](crate::connect); build it
+/// directly to pass your own [`ClientConfig`](ezmq_core::ClientConfig):
+///
+/// ```no_run
+/// # async fn demo() -> ezmq_core::Result<()> {
+/// use ezmq_core::{Client, ClientConfig};
+/// use ezmq_redis::{RedisBackend, RedisConfig};
+///
+/// let backend = RedisBackend::connect(RedisConfig::new("redis://127.0.0.1:6379")).await?;
+/// let client = Client::new(backend, ClientConfig::default().with_max_payload_bytes(4 << 20));
+/// # let _ = client; Ok(()) }
+/// ```
+pub struct RedisBackend {
+    pub(crate) inner: Arc<Inner>,
+}
+
+/// State shared by the backend and every delivery handle it gave out.
+pub(crate) struct Inner {
+    pub(crate) config: RedisConfig,
+    /// This instance's consumer name in every consumer group.
+    pub(crate) consumer: String,
+    connector: Connector,
+    shared: Conn,
+    pool: Pool,
+    closed: AtomicBool,
+    cancel: CancellationToken,
+    sources: Mutex<HashMap<Source, Arc<SourceState>>>,
+    /// Broadcast groups this instance joined, with their retention.
+    pub(crate) joined: Mutex<HashMap<(Topic, Topic), Duration>>,
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("urls", &self.inner.config.urls)
+            .field("cluster", &self.inner.config.cluster)
+            .field("consumer", &self.inner.consumer)
+            .field("closed", &self.inner.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Drop for RedisBackend {
+    // Aborts blocking reads still in flight when the backend is dropped
+    // without `close`.
+    fn drop(&mut self) {
+        self.inner.cancel.cancel();
+    }
+}
+
+impl RedisBackend {
+    /// Connects to the server (or the cluster's seed nodes).
+    ///
+    /// Fails with [`Error::Connect`] naming the URLs when Redis does not
+    /// answer, and with [`Error::InvalidOption`] for a bad configuration.
+    pub async fn connect(config: RedisConfig) -> Result<Self> {
+        config.validate()?;
+        let addrs = config.urls.join(",");
+        let connect_error = |source: RedisError| Error::Connect {
+            addrs: addrs.clone(),
+            source: Box::new(source),
+        };
+        let connector = Connector::new(&config).map_err(connect_error)?;
+        let shared = connector.shared(&config).await.map_err(connect_error)?;
+        let consumer = config
+            .consumer_name
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        tracing::info!(urls = %addrs, cluster = config.cluster, %consumer, "connected to Redis");
+        Ok(RedisBackend {
+            inner: Arc::new(Inner {
+                config,
+                consumer,
+                connector,
+                shared,
+                pool: Pool::default(),
+                closed: AtomicBool::new(false),
+                cancel: CancellationToken::new(),
+                sources: Mutex::new(HashMap::new()),
+                joined: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &RedisConfig {
+        &self.inner.config
+    }
+
+    /// This instance's consumer name in the consumer groups.
+    pub fn consumer_name(&self) -> &str {
+        &self.inner.consumer
+    }
+}
+
+/// Unix time in milliseconds by this machine's clock.
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// `d` in whole milliseconds, rounded up.
+pub(crate) fn ms_ceil(d: Duration) -> u64 {
+    u64::try_from(d.as_micros().div_ceil(1000)).unwrap_or(u64::MAX)
+}
+
+impl Inner {
+    pub(crate) fn ensure_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The shared connection (cheap clone of a multiplexed handle).
+    pub(crate) fn conn(&self) -> Conn {
+        self.shared.clone()
+    }
+
+    /// The state of `source`, created on first use.
+    pub(crate) fn source_state(&self, source: &Source) -> Arc<SourceState> {
+        let mut sources = self
+            .sources
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(state) = sources.get(source) {
+            return Arc::clone(state);
+        }
+        let state = Arc::new(SourceState::new(&self.config.key_prefix, source));
+        sources.insert(source.clone(), Arc::clone(&state));
+        state
+    }
+
+    /// The state of a source only if it exists (publishers notify it of
+    /// delayed messages).
+    fn existing_state(&self, source: &Source) -> Option<Arc<SourceState>> {
+        self.sources.lock().ok()?.get(source).cloned()
+    }
+
+    /// Runs a blocking `cmd` that may wait up to `block` on a dedicated
+    /// connection. The connection goes back to the pool unless the command
+    /// failed on the wire, timed out or was cancelled by `close`.
+    pub(crate) async fn blocking(
+        &self,
+        name: &'static str,
+        cmd: &Cmd,
+        block: Duration,
+    ) -> Result<std::result::Result<Value, RedisError>> {
+        let mut conn = match self.pool.take() {
+            Some(conn) => conn,
+            None => self
+                .connector
+                .dedicated(&self.config)
+                .await
+                .map_err(error::command(name))?,
+        };
+        let limit = block + BLOCK_MARGIN;
+        let result = tokio::select! {
+            result = tokio::time::timeout(limit, cmd.query_async::<Value>(&mut conn)) => result,
+            () = self.cancel.cancelled() => return Err(Error::Shutdown),
+        };
+        match result {
+            Err(_) => Err(RedisBackendError::NoReply {
+                command: name,
+                after: limit,
+            }
+            .into()),
+            Ok(Ok(value)) => {
+                self.pool.put(conn);
+                Ok(Ok(value))
+            }
+            Ok(Err(err)) => {
+                if !(err.is_io_error() || err.is_connection_dropped() || err.is_timeout()) {
+                    self.pool.put(conn);
+                }
+                Ok(Err(err))
+            }
+        }
+    }
+
+    /// `WAIT` after a write when [`RedisConfig::wait_replicas`] is set.
+    /// Sent with a read of `key` so that on a cluster it goes to the node
+    /// that took the write, over the same connection.
+    pub(crate) async fn wait_replicas(&self, key: &str) -> Result<()> {
+        let Some((replicas, timeout)) = self.config.wait_replicas else {
+            return Ok(());
+        };
+        let mut pipe = redis::pipe();
+        pipe.cmd("EXISTS")
+            .arg(key)
+            .ignore()
+            .cmd("WAIT")
+            .arg(replicas)
+            .arg(ms_ceil(timeout));
+        let (reached,): (i64,) = pipe
+            .query_async(&mut self.conn())
+            .await
+            .map_err(error::command("WAIT"))?;
+        if reached < i64::from(replicas) {
+            return Err(RedisBackendError::TooFewReplicas {
+                reached,
+                wanted: replicas,
+                timeout,
+            }
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The stored form of a pushed message.
+    pub(crate) fn message(&self, body: Bytes, options: &PushOptions) -> Message {
+        let mut headers = options.headers.clone();
+        if let Some(id) = &options.message_id {
+            headers.insert(MESSAGE_ID_HEADER, id.clone());
+        }
+        Message {
+            body,
+            headers,
+            expires_at: options
+                .ttl
+                .map(|ttl| unix_ms().saturating_add(ms_ceil(ttl))),
+        }
+    }
+
+    /// `XADD` to `stream`, capped by `max_len`.
+    pub(crate) async fn xadd(
+        &self,
+        stream: &str,
+        max_len: Option<u64>,
+        message: &Message,
+    ) -> Result<String> {
+        let mut cmd = redis::cmd("XADD");
+        cmd.arg(stream);
+        if let Some(max) = max_len {
+            cmd.arg("MAXLEN").arg("~").arg(max);
+        }
+        cmd.arg("*");
+        for field in message.fields() {
+            cmd.arg(field);
+        }
+        let id: String = cmd
+            .query_async(&mut self.conn())
+            .await
+            .map_err(error::command("XADD"))?;
+        Ok(id)
+    }
+
+    async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
+        self.ensure_open()?;
+        let keys = TopicKeys::queue(&self.config.key_prefix, topic);
+        let mut message = self.message(body, options);
+        let delay = options.delay.filter(|d| !d.is_zero());
+        let id = match delay {
+            None => {
+                let entry = self
+                    .xadd(&keys.stream, self.config.stream_max_len, &message)
+                    .await?;
+                options.message_id.clone().unwrap_or(entry)
+            }
+            Some(delay) => {
+                // A delayed message has no stream entry yet: its id is the
+                // producer's, or a fresh UUID carried as the message id.
+                let id = match &options.message_id {
+                    Some(id) => id.clone(),
+                    None => {
+                        let id = uuid::Uuid::new_v4().to_string();
+                        message.headers.insert(MESSAGE_ID_HEADER, id.clone());
+                        id
+                    }
+                };
+                let _due: i64 = scripts::SCHEDULE
+                    .key(&keys.delayed)
+                    .arg(ms_ceil(delay))
+                    .arg(message.delayed_member())
+                    .invoke_async(&mut self.conn())
+                    .await
+                    .map_err(error::command("schedule script"))?;
+                if let Some(state) = self.existing_state(&Source::Topic(topic.clone())) {
+                    state.note_due_in(delay);
+                }
+                id
+            }
+        };
+        self.wait_replicas(&keys.stream).await?;
+        Ok(JobId::new(id))
+    }
+
+    async fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.cancel.cancel();
+        self.pool.clear();
+        tracing::debug!("Redis backend closed");
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Backend for RedisBackend {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::all()
+    }
+
+    async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
+        self.inner.publish(topic, body, options).await
+    }
+
+    async fn receive(&self, source: &Source, max: usize, wait: Duration) -> Result<Vec<Delivery>> {
+        self.inner.receive(source, max, wait).await
+    }
+
+    async fn ack_batch(&self, handles: &[DeliveryHandle]) -> Result<()> {
+        crate::settle::ack_batch(&self.inner, handles).await
+    }
+
+    async fn close(&self) -> Result<()> {
+        self.inner.close().await
+    }
+
+    fn queue_stats(&self) -> Option<&dyn QueueStats> {
+        Some(self)
+    }
+
+    fn peek(&self) -> Option<&dyn Peek> {
+        Some(self)
+    }
+
+    fn exclusive_claim(&self) -> Option<&dyn ExclusiveClaim> {
+        Some(self)
+    }
+
+    fn fan_out(&self) -> Option<&dyn FanOut> {
+        Some(self)
+    }
+
+    fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
+        Some(self)
+    }
+}

@@ -1,0 +1,225 @@
+//! The Lua scripts. Each touches only keys of one topic (one hash tag), so
+//! it runs on a Redis Cluster too, and is atomic. Times come from the
+//! server's clock (`TIME`), so client clock skew never makes a delayed
+//! message early.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+/// Helpers prepended to every script: the server time in ms (rounded up
+/// when scheduling, down when comparing, so nothing is ever early) and the
+/// delayed-member decoder (see [`crate::codec`]).
+const PRELUDE: &str = r#"
+local function now_ms(up)
+  local t = redis.call('TIME')
+  local us = tonumber(t[2])
+  if up then return tonumber(t[1]) * 1000 + math.floor((us + 999) / 1000) end
+  return tonumber(t[1]) * 1000 + math.floor(us / 1000)
+end
+local function decode(m)
+  local f = {}
+  local pos = 33
+  while pos <= #m do
+    local c = string.find(m, ':', pos, true)
+    local n = tonumber(string.sub(m, pos, c - 1))
+    f[#f + 1] = string.sub(m, c + 1, c + n)
+    pos = c + n + 1
+  end
+  return f
+end
+local function xadd(key, maxlen, fields)
+  if tonumber(maxlen) > 0 then
+    return redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', unpack(fields))
+  end
+  return redis.call('XADD', key, '*', unpack(fields))
+end
+"#;
+
+fn script(body: &str) -> Script {
+    Script::new(&format!("{PRELUDE}{body}"))
+}
+
+/// Schedules a delayed message. KEYS: delayed zset. ARGV: delay ms,
+/// member. Returns the due time (server ms).
+pub(crate) static SCHEDULE: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local due = now_ms(true) + tonumber(ARGV[1])
+redis.call('ZADD', KEYS[1], due, ARGV[2])
+return due
+"#,
+    )
+});
+
+/// Moves due delayed messages into the stream. KEYS: delayed zset,
+/// stream. ARGV: most to move, stream MAXLEN (0 = none). Returns
+/// `{moved, ms until the next one is due or -1}`.
+pub(crate) static PROMOTE: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local now = now_ms(false)
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+for _, m in ipairs(due) do
+  xadd(KEYS[2], ARGV[2], decode(m))
+  redis.call('ZREM', KEYS[1], m)
+end
+local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #nxt == 0 then return {#due, -1} end
+local wait = tonumber(nxt[2]) - now
+if wait < 0 then wait = 0 end
+return {#due, wait}
+"#,
+    )
+});
+
+/// Settles a queue delivery by putting its message back: acknowledges and
+/// deletes the entry and, in the same step, re-adds the message (delay 0)
+/// or schedules it. Nothing happens when the entry is no longer pending.
+/// KEYS: stream, delayed zset. ARGV: group, entry id, delay ms, member,
+/// stream MAXLEN (0 = none). Returns 1 when done, 0 when not pending.
+pub(crate) static REQUEUE: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+redis.call('XDEL', KEYS[1], ARGV[2])
+local delay = tonumber(ARGV[3])
+if delay <= 0 then
+  xadd(KEYS[1], ARGV[5], decode(ARGV[4]))
+else
+  redis.call('ZADD', KEYS[2], now_ms(true) + delay, ARGV[4])
+end
+return 1
+"#,
+    )
+});
+
+/// Reclaims entries idle longer than the lease. KEYS: stream. ARGV: group,
+/// consumer, min idle ms, count. Returns `[[id, fields, deliveries], ...]`
+/// (fields empty for an entry deleted while pending).
+pub(crate) static RECLAIM: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], '0-0', 'COUNT', ARGV[4])
+local out = {}
+for _, e in ipairs(r[2]) do
+  local count = 1
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], e[1], e[1], 1)
+  if #p > 0 then count = p[1][4] end
+  out[#out + 1] = {e[1], e[2] or {}, count}
+end
+return out
+"#,
+    )
+});
+
+/// Counts the waiting messages of a queue: stream length minus pending.
+/// KEYS: stream. ARGV: group.
+pub(crate) static QUEUE_LEN: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local len = redis.call('XLEN', KEYS[1])
+if len == 0 then return 0 end
+local p = redis.pcall('XPENDING', KEYS[1], ARGV[1])
+if type(p) == 'table' and p[1] ~= nil and type(p[1]) == 'number' then len = len - p[1] end
+if len < 0 then len = 0 end
+return len
+"#,
+    )
+});
+
+/// The not-yet-delivered entries of a queue, oldest first. KEYS: stream.
+/// ARGV: group, count.
+pub(crate) static PEEK: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local start = '-'
+local groups = redis.pcall('XINFO', 'GROUPS', KEYS[1])
+if type(groups) == 'table' and groups.err == nil then
+  for _, g in ipairs(groups) do
+    local name, last
+    for i = 1, #g, 2 do
+      if g[i] == 'name' then name = g[i + 1] end
+      if g[i] == 'last-delivered-id' then last = g[i + 1] end
+    end
+    if name == ARGV[1] and last ~= nil then start = '(' .. last end
+  end
+end
+return redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', tonumber(ARGV[2]))
+"#,
+    )
+});
+
+/// Drops broadcast groups whose deadline passed, from the registry and
+/// the stream. Shared by [`BROADCAST`] and [`JOIN`].
+const PRUNE: &str = r#"
+local function prune(stream, registry, now)
+  local groups = redis.call('HGETALL', registry)
+  local live, maxret = 0, 0
+  for i = 1, #groups, 2 do
+    local deadline, ret = string.match(groups[i + 1], '(%d+),(%d+)')
+    deadline = tonumber(deadline)
+    ret = tonumber(ret)
+    if deadline == nil or deadline < now then
+      redis.pcall('XGROUP', 'DESTROY', stream, groups[i])
+      redis.call('HDEL', registry, groups[i])
+    else
+      live = live + 1
+      if ret > maxret then maxret = ret end
+    end
+  end
+  return live, maxret
+end
+"#;
+
+/// Publishes to every live group of a broadcast topic. KEYS: stream,
+/// group registry, delayed zset. ARGV: MAXLEN, delay ms (0 = none),
+/// member (when delayed), then the fields. Returns the number of live
+/// groups (nothing is stored when there are none).
+pub(crate) static BROADCAST: LazyLock<Script> = LazyLock::new(|| {
+    script(&format!(
+        r#"{PRUNE}
+local now = now_ms(false)
+local live, maxret = prune(KEYS[1], KEYS[2], now)
+if live == 0 then return 0 end
+local delay = tonumber(ARGV[2])
+if delay > 0 then
+  redis.call('ZADD', KEYS[3], now_ms(true) + delay, ARGV[3])
+else
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 4))
+end
+redis.call('XTRIM', KEYS[1], 'MINID', '~', string.format('%d', now - maxret))
+return live
+"#
+    ))
+});
+
+/// Joins (or refreshes) a broadcast group: creates its consumer group at
+/// the stream's end (`$`, the join point) when missing, and records its
+/// deadline. KEYS: stream, group registry. ARGV: group, retention ms.
+/// Returns 1 when the group was created, 0 when it existed.
+pub(crate) static JOIN: LazyLock<Script> = LazyLock::new(|| {
+    script(&format!(
+        r#"{PRUNE}
+local now = now_ms(false)
+prune(KEYS[1], KEYS[2], now)
+local created = redis.pcall('XGROUP', 'CREATE', KEYS[1], ARGV[1], '$', 'MKSTREAM')
+local ret = tonumber(ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], string.format('%d,%d', now + ret, ret))
+if type(created) == 'table' and created.err ~= nil then return 0 end
+return 1
+"#
+    ))
+});
+
+/// Sends a reply: `RPUSH` and `PEXPIRE` at once. KEYS: inbox. ARGV: body,
+/// ttl ms.
+pub(crate) static SEND_REPLY: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+redis.call('RPUSH', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"#,
+    )
+});

@@ -1,0 +1,71 @@
+//! Queue length and peek.
+
+use async_trait::async_trait;
+use ezmq_core::spi::{Peek, QueueStats};
+use ezmq_core::{Job, JobId, Result, Topic, MESSAGE_ID_HEADER};
+use redis::Value;
+
+use crate::backend::RedisBackend;
+use crate::codec;
+use crate::error;
+use crate::keys::{TopicKeys, QUEUE_GROUP};
+use crate::scripts;
+
+#[async_trait]
+impl QueueStats for RedisBackend {
+    /// `XLEN` minus the group's pending count (`XPENDING`), read
+    /// atomically by one script. Acknowledged entries are deleted, so the
+    /// stream holds exactly the waiting entries plus the pending ones:
+    /// the result is exact. Not counted: delayed messages (until due) and
+    /// messages being processed (pending); counted: messages past their
+    /// ttl that no consumer has dropped yet.
+    async fn queue_len(&self, topic: &Topic) -> Result<u64> {
+        self.inner.ensure_open()?;
+        let keys = TopicKeys::queue(&self.inner.config.key_prefix, topic);
+        let len: i64 = scripts::QUEUE_LEN
+            .key(&keys.stream)
+            .arg(QUEUE_GROUP)
+            .invoke_async(&mut self.inner.conn())
+            .await
+            .map_err(error::command("queue length script"))?;
+        Ok(u64::try_from(len).unwrap_or(0))
+    }
+}
+
+#[async_trait]
+impl Peek for RedisBackend {
+    /// The entries after the group's last-delivered id (`XINFO GROUPS`,
+    /// then `XRANGE`, in one script), oldest first: the messages no
+    /// consumer has received yet. Delayed messages are not included.
+    async fn peek(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
+        self.inner.ensure_open()?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let keys = TopicKeys::queue(&self.inner.config.key_prefix, topic);
+        let value: Value = scripts::PEEK
+            .key(&keys.stream)
+            .arg(QUEUE_GROUP)
+            .arg(n)
+            .invoke_async(&mut self.inner.conn())
+            .await
+            .map_err(error::command("peek script"))?;
+        let entries = codec::entries("peek script", value)?;
+        Ok(entries
+            .into_iter()
+            .filter_map(|entry| {
+                let message = entry.message?;
+                let id = message
+                    .headers
+                    .get(MESSAGE_ID_HEADER)
+                    .map_or_else(|| entry.id.clone(), str::to_owned);
+                let attempt = message.headers.attempt().unwrap_or(1);
+                Some(
+                    Job::new(JobId::new(id), topic.clone(), message.body)
+                        .with_headers(message.headers)
+                        .with_attempt(attempt),
+                )
+            })
+            .collect())
+    }
+}

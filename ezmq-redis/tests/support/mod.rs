@@ -1,0 +1,198 @@
+//! Shared helpers of the Redis integration tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::Duration;
+
+use ezmq_core::Client;
+use ezmq_redis::RedisConfig;
+
+/// The Redis the tests use.
+pub fn redis_url() -> String {
+    std::env::var("EZMQ_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// Logs to the test output when `RUST_LOG` is set.
+pub fn init_tracing() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    });
+}
+
+fn required() -> bool {
+    std::env::var("EZMQ_REQUIRE_BROKERS").is_ok_and(|v| {
+        v.split(',')
+            .map(str::trim)
+            .any(|b| b.eq_ignore_ascii_case("redis") || b.eq_ignore_ascii_case("all"))
+    })
+}
+
+/// A test configuration on the shared Redis with short timings, or `None`
+/// (after printing the skip line) when no Redis answers there — unless
+/// `EZMQ_REQUIRE_BROKERS` names redis, then it panics.
+pub async fn config() -> Option<RedisConfig> {
+    init_tracing();
+    let url = redis_url();
+    let config = RedisConfig::new(url.clone())
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_lease(Duration::from_secs(2))
+        .with_reclaim_interval(Duration::from_millis(200));
+    match ezmq_redis::RedisBackend::connect(config.clone()).await {
+        Ok(_) => Some(config),
+        Err(err) => {
+            if required() {
+                panic!("EZMQ_REQUIRE_BROKERS names redis but {url} does not answer: {err}");
+            }
+            println!("skipped: no broker at {url}");
+            None
+        }
+    }
+}
+
+/// A client on `config`.
+pub async fn client(config: &RedisConfig) -> Client {
+    ezmq_redis::connect(config.clone())
+        .await
+        .expect("connect to Redis")
+}
+
+/// A topic name no other test uses.
+pub fn topic(name: &str) -> String {
+    format!("test.{name}.{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// True when `redis-server` can be started.
+pub fn have_redis_server() -> bool {
+    Command::new("redis-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A `redis-server` child process; killed on drop.
+#[derive(Debug)]
+pub struct RedisProcess {
+    pub port: u16,
+    args: Vec<String>,
+    child: Option<Child>,
+}
+
+impl RedisProcess {
+    /// Starts `redis-server --port <port> --save '' --appendonly no` plus
+    /// `extra` and waits until it answers.
+    pub async fn start(port: u16, extra: &[String]) -> RedisProcess {
+        let mut args = vec![
+            "--port".to_owned(),
+            port.to_string(),
+            "--bind".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--save".to_owned(),
+            String::new(),
+            "--appendonly".to_owned(),
+            "no".to_owned(),
+        ];
+        args.extend_from_slice(extra);
+        let mut process = RedisProcess {
+            port,
+            args,
+            child: None,
+        };
+        process.spawn().await;
+        process
+    }
+
+    async fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        wait_for_ping(self.port).await;
+    }
+
+    /// The URL of this server.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port.
+    pub async fn restart(&mut self) {
+        self.kill();
+        self.spawn().await;
+    }
+}
+
+impl Drop for RedisProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Waits (up to 10 s) until a server answers PING on `port`.
+pub async fn wait_for_ping(port: u16) {
+    let url = format!("redis://127.0.0.1:{port}");
+    for _ in 0..200 {
+        if let Ok(client) = redis::Client::open(url.as_str()) {
+            if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
+                if redis::cmd("PING")
+                    .query_async::<String>(&mut conn)
+                    .await
+                    .is_ok()
+                {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("redis-server on port {port} did not start");
+}
+
+/// A fresh temporary directory.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "ezmq-redis-{name}-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).expect("create a temp dir");
+    dir
+}
+
+/// Waits until `cond` holds, up to `limit`.
+pub async fn eventually<F: FnMut() -> bool>(limit: Duration, mut cond: F) -> bool {
+    let end = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cond()
+}
