@@ -41,6 +41,10 @@ pub use ezmq_disque as disque;
 #[cfg(feature = "redis")]
 pub use ezmq_redis as redis;
 
+/// The RabbitMQ backend (AMQP 0-9-1): configuration and connection.
+#[cfg(feature = "rabbitmq")]
+pub use ezmq_rabbitmq as rabbitmq;
+
 /// Distributed cron: each tick runs once across every process.
 pub use ezmq_crontab as crontab;
 

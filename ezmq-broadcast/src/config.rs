@@ -1,69 +1,51 @@
 //! `BroadcastConfig`: the per-client settings of broadcasting.
 
+use std::sync::{PoisonError, RwLock};
 use std::time::Duration;
 
 use ezmq_core::{Error, Result};
 
-/// Longest automatic announce interval.
-const MAX_AUTO_ANNOUNCE: Duration = Duration::from_secs(30);
+/// Longest time between two membership refreshes.
+const MAX_REFRESH: Duration = Duration::from_secs(30);
 
 /// Settings of broadcasting for one client (shared by its clones).
 ///
 /// Set them with
 /// [`BroadcastExt::set_broadcast_config`](crate::BroadcastExt::set_broadcast_config)
 /// before the first broadcast call, or at any time: every later operation
-/// (and the next tick of running announcers) uses the new values.
+/// uses the new values (running members keep the retention they joined
+/// with).
 ///
 /// Producers and consumers of one topic should use the same `retention`.
+/// How groups are discovered is the backend's business (see the crate
+/// documentation).
 ///
 /// ```
 /// use std::time::Duration;
 /// use ezmq_broadcast::BroadcastConfig;
 ///
-/// let config = BroadcastConfig::new()
-///     .with_retention(Duration::from_secs(600))
-///     .with_discovery_interval(Duration::from_millis(500));
+/// let config = BroadcastConfig::new().with_retention(Duration::from_secs(600));
 /// assert!(config.validate().is_ok());
-/// assert_eq!(config.effective_announce_interval(), Duration::from_secs(30));
+/// assert_eq!(config.refresh_interval(), Duration::from_secs(30));
 /// assert!(BroadcastConfig::new()
-///     .with_retention(Duration::from_secs(10))
-///     .with_announce_interval(Duration::from_secs(10))
+///     .with_retention(Duration::from_millis(10))
 ///     .validate()
 ///     .is_err());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BroadcastConfig {
-    /// How long a broadcast waits in a group's queue for a consumer (the
-    /// TTL of each copy, counted from the moment it becomes deliverable),
-    /// and how long a group stays in fan-out after the last announcement of
-    /// its last member. Also the TTL of membership announcements.
-    /// At least 1 s (brokers count whole seconds, rounding up). Default 1 h.
+    /// How long a broadcast waits in a group for a consumer (the TTL of
+    /// each copy, counted from the moment it becomes deliverable), and how
+    /// long a group whose members all stopped stays in fan-out. At least
+    /// 1 s (brokers count whole seconds, rounding up). Default 1 h.
     pub retention: Duration,
-    /// How often a live member refreshes its membership announcement.
-    /// `None` (the default) means `retention / 4`, at most 30 s. Must be
-    /// shorter than `retention`.
-    pub announce_interval: Option<Duration>,
-    /// How long a producer reuses the group list it read from the broker.
-    /// A group whose first listener started is included in every broadcast
-    /// pushed at least this long afterwards. Zero reads the list for every
-    /// broadcast. Default 1 s.
-    pub discovery_interval: Duration,
-    /// The most announcements a producer reads per discovery. Each live
-    /// member keeps about one announcement in the registry (plus one per
-    /// member that died within `retention`), so this bounds the members
-    /// per topic; a warning is logged when the limit is reached.
-    /// Default 10 000.
-    pub discovery_limit: usize,
 }
 
 impl Default for BroadcastConfig {
     fn default() -> Self {
         BroadcastConfig {
             retention: Duration::from_secs(3600),
-            announce_interval: None,
-            discovery_interval: Duration::from_secs(1),
-            discovery_limit: 10_000,
         }
     }
 }
@@ -81,32 +63,10 @@ impl BroadcastConfig {
         self
     }
 
-    /// Sets [`BroadcastConfig::announce_interval`].
-    #[must_use]
-    pub fn with_announce_interval(mut self, interval: Duration) -> Self {
-        self.announce_interval = Some(interval);
-        self
-    }
-
-    /// Sets [`BroadcastConfig::discovery_interval`].
-    #[must_use]
-    pub fn with_discovery_interval(mut self, interval: Duration) -> Self {
-        self.discovery_interval = interval;
-        self
-    }
-
-    /// Sets [`BroadcastConfig::discovery_limit`].
-    #[must_use]
-    pub fn with_discovery_limit(mut self, limit: usize) -> Self {
-        self.discovery_limit = limit;
-        self
-    }
-
-    /// The announce interval in use: the configured one, or
-    /// `retention / 4` capped at 30 s.
-    pub fn effective_announce_interval(&self) -> Duration {
-        self.announce_interval
-            .unwrap_or_else(|| (self.retention / 4).min(MAX_AUTO_ANNOUNCE))
+    /// How often a live member refreshes its membership: a third of the
+    /// retention, at most 30 s.
+    pub fn refresh_interval(&self) -> Duration {
+        (self.retention / 3).min(MAX_REFRESH)
     }
 
     /// Checks the values.
@@ -114,29 +74,32 @@ impl BroadcastConfig {
         if self.retention < Duration::from_secs(1) {
             return Err(Error::invalid_option("retention", "must be at least 1s"));
         }
-        let announce = self.effective_announce_interval();
-        if announce < Duration::from_millis(10) {
+        if self.retention > Duration::from_secs(10 * 365 * 24 * 3600) {
             return Err(Error::invalid_option(
-                "announce_interval",
-                "must be at least 10ms",
-            ));
-        }
-        if announce >= self.retention {
-            return Err(Error::invalid_option(
-                "announce_interval",
-                format!(
-                    "{announce:?} must be shorter than the retention {:?}",
-                    self.retention
-                ),
-            ));
-        }
-        if self.discovery_limit == 0 {
-            return Err(Error::invalid_option(
-                "discovery_limit",
-                "must be at least 1",
+                "retention",
+                "must be at most ten years",
             ));
         }
         Ok(())
+    }
+}
+
+/// Per-client broadcasting state, kept in the client's runtime extensions.
+#[derive(Debug, Default)]
+pub(crate) struct BroadcastState {
+    config: RwLock<BroadcastConfig>,
+}
+
+impl BroadcastState {
+    pub(crate) fn config(&self) -> BroadcastConfig {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    pub(crate) fn set_config(&self, config: BroadcastConfig) {
+        *self.config.write().unwrap_or_else(PoisonError::into_inner) = config;
     }
 }
 
@@ -149,40 +112,25 @@ mod tests {
         let c = BroadcastConfig::default();
         assert!(c.validate().is_ok());
         assert_eq!(c.retention, Duration::from_secs(3600));
-        assert_eq!(c.effective_announce_interval(), Duration::from_secs(30));
-        assert_eq!(c.discovery_interval, Duration::from_secs(1));
+        assert_eq!(c.refresh_interval(), MAX_REFRESH);
     }
 
     #[test]
-    fn auto_announce_interval_follows_retention() {
-        let c = BroadcastConfig::new().with_retention(Duration::from_secs(2));
-        assert_eq!(c.effective_announce_interval(), Duration::from_millis(500));
+    fn refresh_follows_retention() {
+        let c = BroadcastConfig::new().with_retention(Duration::from_secs(3));
+        assert_eq!(c.refresh_interval(), Duration::from_secs(1));
         assert!(c.validate().is_ok());
     }
 
     #[test]
     fn rejects_bad_values() {
-        let s = Duration::from_secs;
         assert!(BroadcastConfig::new()
             .with_retention(Duration::from_millis(500))
             .validate()
             .is_err());
         assert!(BroadcastConfig::new()
-            .with_retention(s(5))
-            .with_announce_interval(s(5))
+            .with_retention(Duration::MAX)
             .validate()
             .is_err());
-        assert!(BroadcastConfig::new()
-            .with_announce_interval(Duration::ZERO)
-            .validate()
-            .is_err());
-        assert!(BroadcastConfig::new()
-            .with_discovery_limit(0)
-            .validate()
-            .is_err());
-        assert!(BroadcastConfig::new()
-            .with_discovery_interval(Duration::ZERO)
-            .validate()
-            .is_ok());
     }
 }

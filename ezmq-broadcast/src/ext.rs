@@ -1,4 +1,4 @@
-//! `BroadcastExt`: broadcasting methods for every [`Client`].
+//! `BroadcastExt`: broadcasting methods for every [`MqClient`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -6,35 +6,38 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use ezmq_core::spi::{GroupMembership, Runtime, Source};
 use ezmq_core::{
-    handler_fn, json_handler, Backend, BoxError, Client, ConsumeOptions, Handler, Job, PushOptions,
-    Result,
+    handler_fn, json_handler, BoxError, ConsumeOptions, Handler, Job, ListenerHandle, MqClient,
+    PushOptions, Result, Topic,
 };
-use futures::StreamExt;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
-use crate::config::BroadcastConfig;
+use crate::config::{BroadcastConfig, BroadcastState};
 use crate::listener::BroadcastListener;
 use crate::names;
 use crate::receipt::BroadcastReceipt;
-use crate::registry::{Announcer, BroadcastState};
 
-/// Most copies of one broadcast pushed at the same time.
-const PUSH_PARALLELISM: usize = 64;
+/// Shortest wait before retrying a membership refresh that failed.
+const REFRESH_RETRY: Duration = Duration::from_secs(1);
 
-/// Broadcasting (fan-out to consumer groups) for every [`Client`], whatever
-/// its backend. Bring it into scope with `use ezmq_broadcast::BroadcastExt`.
+/// Broadcasting (fan-out to consumer groups) for every [`MqClient`] (an
+/// `ezmq_core::Client`, an `Arc<dyn MqClient>`, ...) whose backend reports
+/// the [`FanOut`](ezmq_core::spi::Capability::FanOut) capability. Bring it
+/// into scope with `use ezmq_broadcast::BroadcastExt`.
 ///
 /// Every broadcast pushed to a topic reaches **each consumer group** of the
 /// topic once; inside a group, one member processes it (with the usual ACK,
 /// retry and dead-letter behaviour of listeners). See the crate
-/// documentation for timing and guarantees.
+/// documentation for timing and guarantees. On a backend without fan-out,
+/// every method fails at once with
+/// [`Error::Unsupported`](ezmq_core::Error::Unsupported).
 ///
 /// ```no_run
-/// # async fn demo<B: ezmq_core::Backend>(client: ezmq_core::Client<B>) -> ezmq_core::Result<()> {
+/// # async fn demo(client: std::sync::Arc<dyn ezmq_core::MqClient>) -> ezmq_core::Result<()> {
 /// use ezmq_broadcast::BroadcastExt;
 /// use serde::{Deserialize, Serialize};
 ///
@@ -51,7 +54,7 @@ const PUSH_PARALLELISM: usize = 64;
 /// let receipt = client
 ///     .push_broadcast_json("prices", &PriceChanged { sku: "A1".into(), cents: 990 })
 ///     .await?;
-/// println!("stored for {} groups", receipt.group_count());
+/// println!("stored for {:?} groups", receipt.group_count());
 /// # Ok(()) }
 /// ```
 #[async_trait]
@@ -69,9 +72,9 @@ pub trait BroadcastExt {
     /// Joins consumer group `group` of broadcast topic `topic` with
     /// `handler`, using default [`ConsumeOptions`].
     ///
-    /// Returns once the membership is announced on the broker, so every
-    /// broadcast pushed [`BroadcastConfig::discovery_interval`] after it
-    /// returns (at once on this client) reaches the group.
+    /// Returns once the group exists on the broker with this member in it:
+    /// broadcasts pushed from then on reach the group (on Disque, from
+    /// other clients within its discovery interval, 1 s).
     async fn add_broadcast_listener(
         &self,
         topic: &str,
@@ -90,11 +93,12 @@ pub trait BroadcastExt {
     ///
     /// Fails for an invalid topic ([`Error::InvalidTopic`]) or group name
     /// ([`Error::InvalidOption`] for `group`: same rules as a topic),
-    /// invalid options, a client that is shut down, or when the membership
-    /// cannot be announced (the listener is then stopped again).
+    /// invalid options, a client that is shut down, a backend without
+    /// fan-out ([`Error::Unsupported`]), or when the group cannot be joined.
     ///
     /// [`Error::InvalidTopic`]: ezmq_core::Error::InvalidTopic
     /// [`Error::InvalidOption`]: ezmq_core::Error::InvalidOption
+    /// [`Error::Unsupported`]: ezmq_core::Error::Unsupported
     async fn add_broadcast_listener_with(
         &self,
         topic: &str,
@@ -158,10 +162,12 @@ pub trait BroadcastExt {
     }
 
     /// Broadcasts `body` on `topic`: stores one copy for every consumer
-    /// group known now, each kept for [`BroadcastConfig::retention`].
+    /// group that exists now, each kept for [`BroadcastConfig::retention`].
     ///
-    /// With no group known, nothing is stored and the receipt is empty (a
-    /// broadcast nobody subscribed to is not an error).
+    /// With no group, nothing is stored and the receipt is empty (a
+    /// broadcast nobody subscribed to is not an error). When the backend
+    /// cannot tell which groups exist (Disque: no node holding the group
+    /// registry answers), it is an error, never a silent no-op.
     async fn push_broadcast(&self, topic: &str, body: Bytes) -> Result<BroadcastReceipt> {
         self.push_broadcast_with(topic, body, PushOptions::default())
             .await
@@ -195,27 +201,25 @@ pub trait BroadcastExt {
     /// Fails before storing anything for an invalid topic, a body over the
     /// client's `max_payload_bytes`
     /// ([`Error::PayloadTooLarge`](ezmq_core::Error::PayloadTooLarge)),
-    /// invalid options or a shut-down client. When storing a copy fails,
-    /// the first error is returned; copies for other groups may have been
-    /// stored, so pushing again may deliver a second copy to those groups.
+    /// invalid options, a delay on a backend without delayed delivery, a
+    /// backend without fan-out or a shut-down client. When storing a copy
+    /// fails, the first error is returned; copies for other groups may have
+    /// been stored, so pushing again may deliver a second copy to those
+    /// groups.
     async fn push_broadcast_with(
         &self,
         topic: &str,
         body: Bytes,
         options: PushOptions,
     ) -> Result<BroadcastReceipt>;
-
-    /// The consumer groups of `topic` as the broker knows them now (read
-    /// fresh, bypassing and refreshing the cache), sorted.
-    async fn broadcast_groups(&self, topic: &str) -> Result<Vec<String>>;
 }
 
-fn state<B: Backend>(client: &Client<B>) -> Arc<BroadcastState> {
-    client.extension(BroadcastState::default)
+fn state<C: MqClient + ?Sized>(client: &C) -> Arc<BroadcastState> {
+    client.runtime().extension(BroadcastState::default)
 }
 
 #[async_trait]
-impl<B: Backend> BroadcastExt for Client<B> {
+impl<C: MqClient + ?Sized> BroadcastExt for C {
     fn broadcast_config(&self) -> BroadcastConfig {
         state(self).config()
     }
@@ -234,7 +238,7 @@ impl<B: Backend> BroadcastExt for Client<B> {
         options: ConsumeOptions,
     ) -> Result<BroadcastListener> {
         let span = tracing::info_span!("broadcast_listener", topic = %topic, group = %group);
-        add_member(self, topic, group, handler, options)
+        add_member(self.runtime(), topic, group, handler, options)
             .instrument(span)
             .await
     }
@@ -246,129 +250,177 @@ impl<B: Backend> BroadcastExt for Client<B> {
         options: PushOptions,
     ) -> Result<BroadcastReceipt> {
         let span = tracing::debug_span!("push_broadcast", topic = %topic);
-        push(self, topic, body, options).instrument(span).await
-    }
-
-    async fn broadcast_groups(&self, topic: &str) -> Result<Vec<String>> {
-        let topic = names::topic(topic)?;
-        self.ensure_open()?;
-        let registry = names::registry(&topic)?;
-        let groups = state(self)
-            .groups(self.backend().as_ref(), &registry, true)
-            .await?;
-        Ok(groups.to_vec())
+        push(self.runtime(), topic, body, options)
+            .instrument(span)
+            .await
     }
 }
 
-async fn add_member<B: Backend>(
-    client: &Client<B>,
+async fn add_member(
+    runtime: &Runtime,
     topic: &str,
     group: &str,
     handler: Arc<dyn Handler>,
     options: ConsumeOptions,
 ) -> Result<BroadcastListener> {
-    let (topic, queue) = names::topic_and_group(topic, group)?;
-    let registry = names::registry(&topic)?;
-    client.ensure_open()?;
-    let state = state(client);
+    let topic = names::topic(topic)?;
+    let group = names::group(group)?;
+    runtime.ensure_open()?;
+    let fan_out = runtime.fan_out()?;
+    options.validate()?;
+    let config = runtime.extension(BroadcastState::default).config();
 
-    // The group queue is internal; its dead letters go to a user topic.
-    let options = match options.dead_letter {
-        ezmq_core::DeadLetter::Default => {
-            options.with_dead_letter_topic(format!("{topic}.{group}.dead-letter"))
-        }
-        _ => options,
+    let membership = fan_out.join_group(&topic, &group, config.retention).await?;
+    let source = Source::Group {
+        topic: topic.clone(),
+        group: group.clone(),
     };
-    let listener = client.listen_to(queue, handler, options)?;
-    let mut announcer = Announcer::new(
-        Arc::clone(client.backend()),
-        Arc::clone(&state),
-        registry.clone(),
-        group.to_owned(),
-    );
-    if let Err(err) = announcer.announce().await {
-        warn!(cause = %err, "could not announce the membership; stopping the listener");
-        listener.stop(Duration::ZERO).await;
-        return Err(err);
-    }
-    // A producer on this client sees its own member at once.
-    state.invalidate(&registry).await;
+    // The core's default dead-letter topic of a group is
+    // `<topic>.<group>.dead-letter`, a topic a normal listener can read.
+    let listener = match runtime.listen(source, handler, options) {
+        Ok(listener) => listener,
+        Err(err) => {
+            if let Err(leave) = membership.leave().await {
+                debug!(cause = %leave, "could not leave the group");
+            }
+            return Err(err);
+        }
+    };
 
-    let stop = client.shutdown_token();
+    let stop = runtime.shutdown_token();
     let done = CancellationToken::new();
     let task = {
         let listener = listener.clone();
         let stop = stop.clone();
         let done = done.clone();
+        let interval = config.refresh_interval();
         async move {
             let _done = done.drop_guard();
-            announcer.run(listener, stop).await;
+            keep_membership(membership, interval, listener, stop).await;
         }
     };
-    client.spawn(task.instrument(tracing::Span::current()));
+    runtime.spawn(task.instrument(tracing::Span::current()));
     debug!("broadcast member started");
     Ok(BroadcastListener::new(
         topic,
-        group.to_owned(),
+        group.as_str().to_owned(),
         listener,
         stop,
         done,
     ))
 }
 
-async fn push<B: Backend>(
-    client: &Client<B>,
+/// Refreshes the membership every `interval` (sooner after a failure)
+/// until `stop` is cancelled or the listener stops, then leaves the group.
+async fn keep_membership(
+    membership: Box<dyn GroupMembership>,
+    interval: Duration,
+    listener: ListenerHandle,
+    stop: CancellationToken,
+) {
+    let mut failed = false;
+    loop {
+        let wait = if failed {
+            interval.min(REFRESH_RETRY)
+        } else {
+            interval
+        };
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(wait) => {}
+        }
+        if !listener.is_running() || stop.is_cancelled() {
+            break;
+        }
+        // Not cancellable: once the member's stop returns, no refresh is in
+        // flight.
+        failed = match membership.refresh().await {
+            Ok(()) => false,
+            Err(err) => {
+                warn!(cause = %err, "refreshing the group membership failed; retrying");
+                true
+            }
+        };
+    }
+    if let Err(err) = membership.leave().await {
+        debug!(cause = %err, "could not leave the group");
+    }
+    debug!("group membership ended");
+}
+
+async fn push(
+    runtime: &Runtime,
     topic: &str,
     body: Bytes,
     mut options: PushOptions,
 ) -> Result<BroadcastReceipt> {
-    let topic = names::topic(topic)?;
-    client.ensure_open()?;
-    client.check_payload(&body)?;
-    let state = state(client);
+    let topic: Topic = names::topic(topic)?;
+    let fan_out = runtime.fan_out()?;
     if options.ttl.is_none() {
-        let retention = state.config().retention;
+        let retention = runtime
+            .extension(BroadcastState::default)
+            .config()
+            .retention;
         options.ttl = Some(retention.saturating_add(options.delay.unwrap_or_default()));
     }
-    options.validate()?;
+    runtime.check_push(&body, &options)?;
+    let groups = fan_out.publish_to_groups(&topic, body, &options).await?;
+    debug!(?groups, "broadcast stored");
+    Ok(BroadcastReceipt::new(groups))
+}
 
-    let registry = names::registry(&topic)?;
-    let groups = state
-        .groups(client.backend().as_ref(), &registry, false)
-        .await?;
-    if groups.is_empty() {
-        debug!("no consumer group known; nothing stored");
-        return Ok(BroadcastReceipt::new(Vec::new()));
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ezmq_core::spi::{Backend, Capabilities, Capability, Delivery};
+    use ezmq_core::{Client, ClientConfig, Error, JobId, PushOptions};
+
+    use super::*;
+
+    /// A backend without any optional ability; it is never called.
+    #[derive(Debug)]
+    struct Bare;
+
+    #[async_trait]
+    impl Backend for Bare {
+        fn name(&self) -> &'static str {
+            "bare"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::none()
+        }
+        async fn publish(&self, _: &Topic, _: Bytes, _: &PushOptions) -> Result<JobId> {
+            Err(Error::Shutdown)
+        }
+        async fn receive(&self, _: &Source, _: usize, _: Duration) -> Result<Vec<Delivery>> {
+            Ok(Vec::new())
+        }
+        async fn close(&self) -> Result<()> {
+            Ok(())
+        }
     }
 
-    let mut queues = Vec::with_capacity(groups.len());
-    for group in groups.iter() {
-        queues.push((group.clone(), names::group_queue(&topic, group)?));
+    fn assert_unsupported<T: std::fmt::Debug>(result: Result<T>, wanted: Capability) {
+        match result {
+            Err(Error::Unsupported {
+                backend: "bare",
+                capability,
+            }) if capability == wanted => {}
+            other => panic!("expected Unsupported({wanted}), got {other:?}"),
+        }
     }
-    let options = &options;
-    let body = &body;
-    let jobs: Vec<_> = futures::stream::iter(queues)
-        .map(|(group, queue)| async move {
-            let id = client.push_to(&queue, body.clone(), options).await;
-            (group, id)
-        })
-        .buffered(PUSH_PARALLELISM)
-        .collect()
-        .await;
 
-    let total = jobs.len();
-    let stored = jobs.iter().filter(|(_, r)| r.is_ok()).count();
-    if stored < total {
-        warn!(
-            stored,
-            failed = total - stored,
-            "broadcast stored for only some groups"
-        );
+    #[tokio::test]
+    async fn fails_at_once_without_fan_out() {
+        let client: Arc<dyn MqClient> = Arc::new(Client::new(Bare, ClientConfig::default()));
+        let listener = client
+            .add_broadcast_consume_listener("prices", "search", |_job: Job| async {
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .await;
+        assert_unsupported(listener.map(|_| ()), Capability::FanOut);
+        let pushed = client.push_broadcast("prices", "x".into()).await;
+        assert_unsupported(pushed, Capability::FanOut);
     }
-    let jobs = jobs
-        .into_iter()
-        .map(|(group, id)| id.map(|id| (group, id)))
-        .collect::<Result<Vec<_>>>()?;
-    debug!(groups = jobs.len(), "broadcast stored");
-    Ok(BroadcastReceipt::new(jobs))
 }

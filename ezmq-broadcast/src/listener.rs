@@ -5,8 +5,9 @@ use std::time::Duration;
 use ezmq_core::{ListenerHandle, Topic};
 use tokio_util::sync::CancellationToken;
 
-/// A running member of a broadcast consumer group: a consume listener on
-/// the group's queue plus the task that keeps the membership announced.
+/// A running member of a broadcast consumer group: a listener on the group
+/// plus the task that keeps the membership alive (refreshed about every
+/// third of the retention, left when the member stops).
 ///
 /// Like [`ListenerHandle`], the member belongs to the client, not to the
 /// handle: dropping the handle does **not** stop it; it runs until
@@ -14,15 +15,15 @@ use tokio_util::sync::CancellationToken;
 /// same member.
 ///
 /// Stopping a member does not remove its group at once: the group stays in
-/// fan-out, and its messages are kept, for the retention after the member's
-/// last announcement (see the crate documentation).
+/// fan-out, and its messages are kept, for up to the retention after the
+/// member's last refresh (see the crate documentation).
 #[derive(Clone, Debug)]
 pub struct BroadcastListener {
     topic: Topic,
     group: String,
     listener: ListenerHandle,
-    announcer: CancellationToken,
-    announcer_done: CancellationToken,
+    membership: CancellationToken,
+    membership_done: CancellationToken,
 }
 
 impl BroadcastListener {
@@ -30,15 +31,15 @@ impl BroadcastListener {
         topic: Topic,
         group: String,
         listener: ListenerHandle,
-        announcer: CancellationToken,
-        announcer_done: CancellationToken,
+        membership: CancellationToken,
+        membership_done: CancellationToken,
     ) -> Self {
         BroadcastListener {
             topic,
             group,
             listener,
-            announcer,
-            announcer_done,
+            membership,
+            membership_done,
         }
     }
 
@@ -52,8 +53,8 @@ impl BroadcastListener {
         &self.group
     }
 
-    /// The underlying listener on the group's internal queue
-    /// (`__ezmq|bc|<topic>|<group>`).
+    /// The underlying listener on the group (a
+    /// [`Source::Group`](ezmq_core::spi::Source::Group)).
     pub fn listener(&self) -> &ListenerHandle {
         &self.listener
     }
@@ -66,22 +67,22 @@ impl BroadcastListener {
     /// True until a stop is requested (by [`BroadcastListener::stop`] or the
     /// client's shutdown).
     pub fn is_running(&self) -> bool {
-        self.listener.is_running() && !self.announcer.is_cancelled()
+        self.listener.is_running() && !self.membership.is_cancelled()
     }
 
-    /// True once the member has stopped announcing and its listener has
+    /// True once the member has left its group and its listener has
     /// drained.
     pub fn is_finished(&self) -> bool {
-        self.listener.is_finished() && self.announcer_done.is_cancelled()
+        self.listener.is_finished() && self.membership_done.is_cancelled()
     }
 
-    /// Stops announcing the membership, then stops the listener as
-    /// [`ListenerHandle::stop`] does (running handlers get `grace`), and
-    /// waits for both. Once it returns, no further announcement of this
-    /// member is written.
+    /// Stops refreshing the membership and leaves the group, then stops
+    /// the listener as [`ListenerHandle::stop`] does (running handlers get
+    /// `grace`), and waits for both. Once it returns, the membership is no
+    /// longer refreshed.
     pub async fn stop(&self, grace: Duration) {
-        self.announcer.cancel();
-        self.announcer_done.cancelled().await;
+        self.membership.cancel();
+        self.membership_done.cancelled().await;
         self.listener.stop(grace).await;
     }
 }

@@ -1,51 +1,44 @@
 //! `BroadcastReceipt`: what a broadcast push stored.
 
-use ezmq_core::JobId;
-
-/// The copies one broadcast stored: one job per consumer group known at
-/// push time, in group-name order.
+/// What one broadcast stored: one copy per consumer group that existed at
+/// push time.
 ///
-/// An empty receipt means no group was known: nothing was stored.
+/// Backends that store the copies themselves (Disque, Redis) report how
+/// many groups they reached; a broker that fans out natively (a RabbitMQ
+/// fanout exchange) does not say, and the count is `None`.
 ///
 /// ```
 /// use ezmq_broadcast::BroadcastReceipt;
 ///
 /// let receipt = BroadcastReceipt::default();
 /// assert!(receipt.is_empty());
-/// assert_eq!(receipt.group_count(), 0);
+/// assert_eq!(receipt.group_count(), Some(0));
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BroadcastReceipt {
-    jobs: Vec<(String, JobId)>,
+    groups: Option<usize>,
+}
+
+impl Default for BroadcastReceipt {
+    fn default() -> Self {
+        BroadcastReceipt { groups: Some(0) }
+    }
 }
 
 impl BroadcastReceipt {
-    pub(crate) fn new(jobs: Vec<(String, JobId)>) -> Self {
-        BroadcastReceipt { jobs }
+    pub(crate) fn new(groups: Option<usize>) -> Self {
+        BroadcastReceipt { groups }
     }
 
-    /// How many groups the broadcast was stored for.
-    pub fn group_count(&self) -> usize {
-        self.jobs.len()
+    /// How many groups the broadcast was stored for, when the backend
+    /// knows.
+    pub fn group_count(&self) -> Option<usize> {
+        self.groups
     }
 
-    /// True when no group was known, so nothing was stored.
+    /// True when the backend reported that no group existed, so nothing
+    /// was stored.
     pub fn is_empty(&self) -> bool {
-        self.jobs.is_empty()
-    }
-
-    /// The groups the broadcast was stored for.
-    pub fn groups(&self) -> impl Iterator<Item = &str> + '_ {
-        self.jobs.iter().map(|(group, _)| group.as_str())
-    }
-
-    /// The id of the copy stored for `group`, if any.
-    pub fn job_id(&self, group: &str) -> Option<&JobId> {
-        self.jobs.iter().find(|(g, _)| g == group).map(|(_, id)| id)
-    }
-
-    /// Every `(group, job id)` pair.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &JobId)> + '_ {
-        self.jobs.iter().map(|(group, id)| (group.as_str(), id))
+        self.groups == Some(0)
     }
 }

@@ -1,11 +1,12 @@
-//! `CrontabExt`: crontab methods on every client whose backend can claim.
+//! `CrontabExt`: crontab methods on every [`MqClient`] whose backend can
+//! claim.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use ezmq_core::{BoxError, Client, ExclusiveClaim, Result};
+use ezmq_core::{BoxError, MqClient, Result};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -14,9 +15,10 @@ use crate::registry::{CrontabInfo, CrontabRegistry, Entry};
 use crate::scheduler::{claim_key, BoxHandler, Scheduler};
 use crate::spec::CronSpec;
 
-/// Distributed cron on a [`Client`] whose backend supports
-/// [`ExclusiveClaim`]. Bring it into scope with
-/// `use ezmq_crontab::CrontabExt`.
+/// Distributed cron on every [`MqClient`] (an `ezmq_core::Client`, an
+/// `Arc<dyn MqClient>`, ...) whose backend reports the
+/// [`ExclusiveClaim`](ezmq_core::spi::Capability::ExclusiveClaim)
+/// capability. Bring it into scope with `use ezmq_crontab::CrontabExt`.
 ///
 /// Every participant (client, in any process) that registers the same name
 /// with the same expression computes the same ticks; at each tick they race
@@ -24,7 +26,7 @@ use crate::spec::CronSpec;
 /// See the crate documentation for the guarantees.
 ///
 /// ```no_run
-/// # async fn demo(client: ezmq_disque::DisqueClient) -> ezmq_core::Result<()> {
+/// # async fn demo(client: std::sync::Arc<dyn ezmq_core::MqClient>) -> ezmq_core::Result<()> {
 /// use chrono::{DateTime, Utc};
 /// use ezmq_crontab::CrontabExt;
 ///
@@ -42,11 +44,10 @@ pub trait CrontabExt {
     /// missed ticks, no overlap).
     ///
     /// `spec` is a cron expression: 5 fields `min hour day-of-month month
-    /// day-of-week` (classic Unix, `0`/`7` = Sunday), 6 fields with seconds
-    /// first, 7 with a year last (the `cron` crate's syntax, where numeric
-    /// days of week run `1` = Sunday to `7` = Saturday; names such as
-    /// `MON-FRI` mean the same everywhere), or `@hourly`, `@daily`,
-    /// `@weekly`, `@monthly`, `@yearly`.
+    /// day-of-week`, 6 fields with seconds first, 7 with a year last, or
+    /// `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly`. Days of week
+    /// are numbered the Unix way in every form: `0` or `7` = Sunday, `1` =
+    /// Monday ... `6` = Saturday; names (`MON-FRI`) work too.
     ///
     /// The handler receives the scheduled tick time (not the time it
     /// starts), always in UTC. An error or a panic of the handler is logged
@@ -56,7 +57,9 @@ pub trait CrontabExt {
     /// for an invalid expression (option `spec`) or when this client already
     /// has a crontab of that name (option `name`), with
     /// [`Error::InvalidTopic`](ezmq_core::Error::InvalidTopic) for a name
-    /// that is not a valid topic name, and with
+    /// that is not a valid topic name, with
+    /// [`Error::Unsupported`](ezmq_core::Error::Unsupported) when the
+    /// backend has no exclusive claim, and with
     /// [`Error::Shutdown`](ezmq_core::Error::Shutdown) after shutdown.
     async fn add_crontab<F, Fut, E>(&self, name: &str, spec: &str, handler: F) -> Result<()>
     where
@@ -90,7 +93,7 @@ pub trait CrontabExt {
 }
 
 #[async_trait]
-impl<B: ExclusiveClaim> CrontabExt for Client<B> {
+impl<C: MqClient + ?Sized> CrontabExt for C {
     async fn add_crontab<F, Fut, E>(&self, name: &str, spec: &str, handler: F) -> Result<()>
     where
         F: Fn(DateTime<Utc>) -> Fut + Send + Sync + 'static,
@@ -113,7 +116,10 @@ impl<B: ExclusiveClaim> CrontabExt for Client<B> {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        self.ensure_open()?;
+        let runtime = self.runtime();
+        runtime.ensure_open()?;
+        // Fails with `Unsupported` now rather than at the first tick.
+        runtime.exclusive_claim()?;
         // The name is part of every claim key: check it once here.
         claim_key(name, Utc::now())?;
         let spec = Arc::new(CronSpec::parse(spec, options.timezone)?);
@@ -122,9 +128,9 @@ impl<B: ExclusiveClaim> CrontabExt for Client<B> {
             Box::pin(async move { run.await.map_err(Into::into) })
         });
 
-        let cancel = self.shutdown_token().child_token();
+        let cancel = runtime.shutdown_token();
         let stopped = CancellationToken::new();
-        let registry = self.extension(CrontabRegistry::default);
+        let registry = runtime.extension(CrontabRegistry::default);
         registry.insert(
             name,
             Entry {
@@ -137,7 +143,7 @@ impl<B: ExclusiveClaim> CrontabExt for Client<B> {
         info!(cron = name, spec = spec.source(), timezone = %options.timezone,
             "crontab registered");
         let scheduler = Scheduler {
-            backend: Arc::clone(self.backend()),
+            backend: Arc::clone(runtime.backend()),
             name: Arc::from(name),
             spec,
             options,
@@ -145,12 +151,12 @@ impl<B: ExclusiveClaim> CrontabExt for Client<B> {
             cancel,
             stopped: Some(stopped.drop_guard()),
         };
-        self.spawn(scheduler.run());
+        runtime.spawn(scheduler.run());
         Ok(())
     }
 
     async fn remove_crontab(&self, name: &str) -> bool {
-        let registry = self.extension(CrontabRegistry::default);
+        let registry = self.runtime().extension(CrontabRegistry::default);
         let Some(entry) = registry.remove(name) else {
             return false;
         };
@@ -161,6 +167,65 @@ impl<B: ExclusiveClaim> CrontabExt for Client<B> {
     }
 
     fn crontabs(&self) -> Vec<CrontabInfo> {
-        self.extension(CrontabRegistry::default).list()
+        self.runtime().extension(CrontabRegistry::default).list()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use bytes::Bytes;
+    use ezmq_core::spi::{Backend, Capabilities, Capability, Delivery, Source};
+    use ezmq_core::{Client, ClientConfig, Error, JobId, MqClient, PushOptions, Result, Topic};
+
+    use super::*;
+
+    /// A backend without any optional ability; it is never called.
+    #[derive(Debug)]
+    struct Bare;
+
+    #[async_trait]
+    impl Backend for Bare {
+        fn name(&self) -> &'static str {
+            "bare"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::none()
+        }
+        async fn publish(&self, _: &Topic, _: Bytes, _: &PushOptions) -> Result<JobId> {
+            Err(Error::Shutdown)
+        }
+        async fn receive(&self, _: &Source, _: usize, _: Duration) -> Result<Vec<Delivery>> {
+            Ok(Vec::new())
+        }
+        async fn close(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn registration_fails_without_exclusive_claim() {
+        let client: Arc<dyn MqClient> = Arc::new(Client::new(Bare, ClientConfig::default()));
+        let err = client
+            .add_crontab("nightly", "0 0 * * *", |_tick: DateTime<Utc>| async {
+                Ok::<(), Infallible>(())
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Unsupported {
+                    backend: "bare",
+                    capability: Capability::ExclusiveClaim
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(client.crontabs().is_empty());
     }
 }

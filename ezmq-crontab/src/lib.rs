@@ -3,17 +3,30 @@
 //! Distributed cron for ezmq: any number of clients, in any number of
 //! processes, register the same named crontab; every tick runs once across
 //! all of them. Coordination goes through the broker only (the backend's
-//! [`ExclusiveClaim`](ezmq_core::ExclusiveClaim)): no leader, no
-//! membership, nothing to configure.
+//! [`ExclusiveClaim`](ezmq_core::spi::ExclusiveClaim) capability): no
+//! leader, no membership, nothing to configure.
+//!
+//! [`CrontabExt`] works on every [`MqClient`](ezmq_core::MqClient) — an
+//! `ezmq_core::Client` from any backend crate, or an `Arc<dyn MqClient>` —
+//! whose backend reports
+//! [`Capability::ExclusiveClaim`](ezmq_core::spi::Capability::ExclusiveClaim);
+//! on any other backend `add_crontab` fails at once with
+//! [`Error::Unsupported`](ezmq_core::Error::Unsupported). What each backend
+//! does behind the claim:
+//!
+//! | Backend | Claim |
+//! |---|---|
+//! | Disque | `ADDJOB <key> ... MAXLEN 1 TTL <hold>` on the reachable node with the lowest id: the first caller stores the job, the others get `-MAXLEN` |
+//! | Redis | `SET <key> NX PX <hold>` |
+//! | RabbitMQ | publish to a queue declared with `x-max-length 1` and `overflow reject-publish` that expires after the hold |
 //!
 //! ```no_run
-//! # async fn demo() -> ezmq_core::Result<()> {
+//! # async fn demo(client: ezmq_core::Client) -> ezmq_core::Result<()> {
 //! use std::time::Duration;
 //! use chrono::{DateTime, Utc};
+//! use ezmq_core::MqClient;
 //! use ezmq_crontab::{CrontabExt, CrontabOptions, MissedTicks};
-//! use ezmq_disque::{DisqueConfig, MqClient};
 //!
-//! let client = ezmq_disque::connect(DisqueConfig::default()).await?;
 //! client
 //!     .add_crontab("report", "0/10 * * * * *", |tick: DateTime<Utc>| async move {
 //!         println!("report for {tick}");
@@ -77,9 +90,23 @@
 //!   claim it, so an idle participant can run it. Across processes, runs of
 //!   consecutive ticks can therefore overlap.
 //!
-//! Every task is spawned with `Client::spawn` and stops with the client's
+//! Every task is spawned on the client's runtime and stops with the client's
 //! shutdown token; shutdown lets handlers in progress finish (within the
-//! shutdown grace period).
+//! shutdown grace period). A crontab holds the backend, never the client,
+//! so it does not keep its client alive.
+//!
+//! ## Expressions
+//!
+//! | Form | Example | Day of week |
+//! |---|---|---|
+//! | 5 fields `min hour dom month dow` | `30 2 * * 1-5` | `0`/`7` = Sunday, `1` = Monday … `6` = Saturday, or `SUN`…`SAT` |
+//! | 6 fields `sec min hour dom month dow` | `0 30 2 * * 1-5` | the same |
+//! | 7 fields (plus `year`) | `0 0 12 1 1 * 2030` | the same |
+//! | shorthands | `@hourly`, `@daily`, `@weekly`, `@monthly`, `@yearly` | — |
+//!
+//! An out-of-range value is reported with its position in the user's own
+//! expression (`field 1 (minute) value 61 is out of range 0-59`);
+//! `@every 5s` is not supported and the error says what to write instead.
 
 mod ext;
 mod options;

@@ -1,5 +1,6 @@
 //! The task behind one crontab in one client: wait for each tick, claim it
-//! through the backend, run the handler when the claim is won.
+//! through the backend's [`ExclusiveClaim`](ezmq_core::spi::ExclusiveClaim),
+//! run the handler when the claim is won.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -8,7 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use ezmq_core::{BoxError, Error, ExclusiveClaim, Topic};
+use ezmq_core::spi::{Backend, Capability};
+use ezmq_core::{BoxError, Error, Topic};
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, error, info, info_span, warn, Instrument, Span};
@@ -41,8 +43,10 @@ pub(crate) fn claim_key(name: &str, tick: DateTime<Utc>) -> ezmq_core::Result<To
 }
 
 /// One crontab's schedule in one client.
-pub(crate) struct Scheduler<B> {
-    pub(crate) backend: Arc<B>,
+pub(crate) struct Scheduler {
+    /// The client's backend (not the client: a crontab never keeps its
+    /// client alive). Its exclusive claim was checked at registration.
+    pub(crate) backend: Arc<dyn Backend>,
     pub(crate) name: Arc<str>,
     pub(crate) spec: Arc<CronSpec>,
     pub(crate) options: CrontabOptions,
@@ -60,7 +64,7 @@ enum Claim {
     Cancelled,
 }
 
-impl<B: ExclusiveClaim> Scheduler<B> {
+impl Scheduler {
     /// Runs the schedule until cancelled, then waits for the runs in
     /// progress.
     pub(crate) async fn run(mut self) {
@@ -197,7 +201,13 @@ impl<B: ExclusiveClaim> Scheduler<B> {
         loop {
             let remaining = (deadline - Utc::now()).to_std().unwrap_or_default();
             let limit = remaining.max(MIN_CALL_TIMEOUT);
-            let err = match tokio::time::timeout(limit, self.backend.try_claim(&key, hold)).await {
+            let Some(claims) = self.backend.exclusive_claim() else {
+                return Claim::Failed(Error::Unsupported {
+                    backend: self.backend.name(),
+                    capability: Capability::ExclusiveClaim,
+                });
+            };
+            let err = match tokio::time::timeout(limit, claims.try_claim(&key, hold)).await {
                 Ok(Ok(true)) => return Claim::Won,
                 Ok(Ok(false)) => return Claim::Lost,
                 Ok(Err(e)) => e,
@@ -219,7 +229,7 @@ impl<B: ExclusiveClaim> Scheduler<B> {
 }
 
 /// The handler runs of one crontab. They are owned by the scheduler task
-/// (itself spawned with `Client::spawn`), which waits for them before it
+/// (itself spawned on the client's runtime), which waits for them before it
 /// ends, so client shutdown waits for them too.
 struct Runs {
     /// The crontab's name, for log events.

@@ -21,36 +21,58 @@ pub(crate) struct CronSpec {
 impl CronSpec {
     /// Parses `spec`:
     ///
-    /// - 5 fields `min hour day-of-month month day-of-week` (classic Unix,
-    ///   day of week `0`–`7` with `0` and `7` = Sunday): seconds = 0 is
-    ///   prepended and numeric days of week are translated;
+    /// - 5 fields `min hour day-of-month month day-of-week` (seconds = 0 is
+    ///   prepended);
     /// - 6 fields `sec min hour day-of-month month day-of-week` and 7 fields
-    ///   (plus `year`): the `cron` crate's syntax, where numeric days of
-    ///   week are `1`–`7` with `1` = Sunday;
-    /// - `@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`.
+    ///   (plus `year`);
+    /// - `@yearly`, `@annually`, `@monthly`, `@weekly`, `@daily`, `@hourly`.
+    ///
+    /// Days of week use the Unix numbering in every form (`0`–`7`, `0` and
+    /// `7` = Sunday, `1` = Monday), translated for the `cron` crate (whose
+    /// own numbering is `1` = Sunday); names (`MON-FRI`) work everywhere.
+    /// Numeric values are range-checked here, so errors name the user's
+    /// field and value rather than the translated expression.
     pub(crate) fn parse(spec: &str, timezone: Tz) -> Result<Self> {
         let trimmed = spec.trim();
-        let fields: Vec<&str> = trimmed.split_whitespace().collect();
-        let expression = if trimmed.starts_with('@') {
+        let expression = if let Some(shorthand) = trimmed.strip_prefix('@') {
+            check_shorthand(shorthand).map_err(|reason| invalid(spec, &reason))?;
             trimmed.to_owned()
         } else {
-            match fields.len() {
-                5 => {
-                    let dow =
-                        unix_day_of_week(fields[4]).map_err(|reason| invalid(spec, &reason))?;
-                    format!(
-                        "0 {} {} {} {} {}",
-                        fields[0], fields[1], fields[2], fields[3], dow
-                    )
-                }
-                6 | 7 => fields.join(" "),
+            let fields: Vec<&str> = trimmed.split_whitespace().collect();
+            let names: &[Field] = match fields.len() {
+                5 => &FIVE,
+                6 => &SIX,
+                7 => &SEVEN,
                 n => {
                     return Err(invalid(
                         spec,
                         &format!("has {n} fields, expected 5, 6 or 7"),
                     ))
                 }
+            };
+            let mut out: Vec<String> = Vec::with_capacity(7);
+            if fields.len() == 5 {
+                out.push("0".to_owned());
             }
+            for (position, (field, kind)) in fields.iter().zip(names).enumerate() {
+                check_field(field, kind).map_err(|reason| {
+                    invalid(
+                        spec,
+                        &format!("field {} ({}) {reason}", position + 1, kind.name),
+                    )
+                })?;
+                if kind.name == "day-of-week" {
+                    out.push(unix_day_of_week(field).map_err(|reason| {
+                        invalid(
+                            spec,
+                            &format!("field {} (day-of-week): {reason}", position + 1),
+                        )
+                    })?);
+                } else {
+                    out.push((*field).to_owned());
+                }
+            }
+            out.join(" ")
         };
         let schedule =
             Schedule::from_str(&expression).map_err(|e| invalid(spec, &e.to_string()))?;
@@ -103,9 +125,102 @@ fn invalid(spec: &str, reason: &str) -> Error {
         format!(
             "{spec:?} is not a valid cron expression: {reason} (expected `min hour day-of-month \
              month day-of-week`, `sec min hour day-of-month month day-of-week [year]` or \
-             @yearly/@monthly/@weekly/@daily/@hourly)"
+             @yearly/@monthly/@weekly/@daily/@hourly; days of week 0-7, 0 and 7 = Sunday)"
         ),
     )
+}
+
+/// One field of an expression: its name and the range of its numbers.
+struct Field {
+    name: &'static str,
+    min: u32,
+    max: u32,
+}
+
+const SECOND: Field = Field {
+    name: "second",
+    min: 0,
+    max: 59,
+};
+const MINUTE: Field = Field {
+    name: "minute",
+    min: 0,
+    max: 59,
+};
+const HOUR: Field = Field {
+    name: "hour",
+    min: 0,
+    max: 23,
+};
+const DAY_OF_MONTH: Field = Field {
+    name: "day-of-month",
+    min: 1,
+    max: 31,
+};
+const MONTH: Field = Field {
+    name: "month",
+    min: 1,
+    max: 12,
+};
+const DAY_OF_WEEK: Field = Field {
+    name: "day-of-week",
+    min: 0,
+    max: 7,
+};
+const YEAR: Field = Field {
+    name: "year",
+    min: 1970,
+    max: 2100,
+};
+
+const FIVE: [Field; 5] = [MINUTE, HOUR, DAY_OF_MONTH, MONTH, DAY_OF_WEEK];
+const SIX: [Field; 6] = [SECOND, MINUTE, HOUR, DAY_OF_MONTH, MONTH, DAY_OF_WEEK];
+const SEVEN: [Field; 7] = [SECOND, MINUTE, HOUR, DAY_OF_MONTH, MONTH, DAY_OF_WEEK, YEAR];
+
+/// Checks the numbers of one field against its range. Non-numeric items
+/// (`*`, `?`, names, `L`, ...) are left to the `cron` crate.
+fn check_field(field: &str, kind: &Field) -> std::result::Result<(), String> {
+    for item in field.split(',') {
+        let (base, step) = match item.split_once('/') {
+            Some((base, step)) => (base, Some(step)),
+            None => (item, None),
+        };
+        if let Some(step) = step {
+            match step.parse::<u32>() {
+                Ok(0) => return Err(format!("has a step of 0 in {item:?}")),
+                Ok(_) => {}
+                Err(_) => return Err(format!("has an invalid step in {item:?}")),
+            }
+        }
+        let bounds: Vec<&str> = match base.split_once('-') {
+            Some((a, b)) => vec![a, b],
+            None => vec![base],
+        };
+        for bound in bounds {
+            if let Ok(n) = bound.parse::<u32>() {
+                if n < kind.min || n > kind.max {
+                    return Err(format!(
+                        "value {n} is out of range {}-{}",
+                        kind.min, kind.max
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Accepts the shorthands the `cron` crate knows; explains the others.
+fn check_shorthand(name: &str) -> std::result::Result<(), String> {
+    match name.to_ascii_lowercase().as_str() {
+        "yearly" | "annually" | "monthly" | "weekly" | "daily" | "hourly" => Ok(()),
+        other if other.starts_with("every") => Err(
+            "`@every <interval>` is not supported; write the interval as a 6-field \
+             expression, e.g. `*/5 * * * * *` for every 5 seconds"
+                .to_owned(),
+        ),
+        other => Err(format!("unknown shorthand `@{other}`")),
+    }
 }
 
 /// Translates a classic Unix day-of-week field (`0`–`7`, `0` and `7` =
@@ -219,6 +334,69 @@ mod tests {
         assert!(unix_day_of_week("8").is_err());
         assert!(unix_day_of_week("5-2").is_err());
         assert!(unix_day_of_week("1/0").is_err());
+    }
+
+    #[test]
+    fn every_form_uses_unix_day_numbers() {
+        // 2030-01-01 is a Tuesday.
+        let t = utc(2030, 1, 1, 12, 0, 0);
+        let next_day = |spec: &str| {
+            CronSpec::parse(spec, Tz::UTC)
+                .unwrap()
+                .next_after(t)
+                .unwrap()
+                .weekday()
+        };
+        for (five, six, seven, day) in [
+            ("0 0 * * 0", "0 0 0 * * 0", "0 0 0 * * 0 *", Weekday::Sun),
+            ("0 0 * * 7", "0 0 0 * * 7", "0 0 0 * * 7 *", Weekday::Sun),
+            ("0 0 * * 1", "0 0 0 * * 1", "0 0 0 * * 1 *", Weekday::Mon),
+            ("0 0 * * 6", "0 0 0 * * 6", "0 0 0 * * 6 *", Weekday::Sat),
+            (
+                "0 0 * * MON",
+                "0 0 0 * * MON",
+                "0 0 0 * * MON *",
+                Weekday::Mon,
+            ),
+            (
+                "0 0 * * 3-5",
+                "0 0 0 * * 3-5",
+                "0 0 0 * * 3-5 *",
+                Weekday::Wed,
+            ),
+        ] {
+            assert_eq!(next_day(five), day, "{five}");
+            assert_eq!(next_day(six), day, "{six}");
+            assert_eq!(next_day(seven), day, "{seven}");
+        }
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_users_field() {
+        let message = |spec: &str| CronSpec::parse(spec, Tz::UTC).unwrap_err().to_string();
+        let m = message("61 * * * *");
+        assert!(m.contains("\"61 * * * *\""), "{m}");
+        assert!(
+            m.contains("field 1 (minute) value 61 is out of range 0-59"),
+            "{m}"
+        );
+        let m = message("0 61 * * * *");
+        assert!(m.contains("field 2 (minute) value 61"), "{m}");
+        let m = message("0 0 0 * * 8");
+        assert!(
+            m.contains("field 6 (day-of-week) value 8 is out of range 0-7"),
+            "{m}"
+        );
+        let m = message("0 25 * * *");
+        assert!(m.contains("field 2 (hour)"), "{m}");
+        let m = message("*/0 * * * *");
+        assert!(m.contains("step of 0"), "{m}");
+        let m = message("@every 5s");
+        assert!(
+            m.contains("not supported") && m.contains("*/5 * * * * *"),
+            "{m}"
+        );
+        assert!(message("@sometimes").contains("unknown shorthand"));
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Timelike, Utc};
+use ezmq_core::{Error, MqClient};
 use ezmq_crontab::{CrontabExt, CrontabOptions, MissedTicks};
-use ezmq_disque::{Error, MqClient};
 use ezmq_test_support::{init_tracing, unique_topic, TestBroker};
 use tokio::sync::mpsc;
 use tokio::time::timeout;

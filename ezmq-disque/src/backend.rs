@@ -672,7 +672,7 @@ impl DisqueBackend {
         let nodes = shared.snapshot();
         let node_count = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
         let (cmd, add_timeout) = addjob_cmd(&shared.config, node_count, topic, &body, options);
-        let timeout = add_timeout + shared.config.command_timeout;
+        let timeout = add_timeout.saturating_add(shared.config.command_timeout);
         let order = affinity_order(nodes, topic);
         let Some(first) = order.first() else {
             return Err(map_add_error(topic, DisqueError::NoNodes));
@@ -719,7 +719,7 @@ impl DisqueBackend {
             .arg("WITHCOUNTERS")
             .arg("FROM")
             .arg(topic.as_str());
-        let timeout = wait + self.shared.config.command_timeout;
+        let timeout = wait.saturating_add(self.shared.config.command_timeout);
         let cmd = &cmd;
         let shared = &self.shared;
         let jobs = shared
@@ -985,7 +985,7 @@ impl ExclusiveClaim for DisqueBackend {
             .arg(ceil_secs(hold).max(1))
             .arg("MAXLEN")
             .arg(1);
-        let timeout = cfg.default_add_timeout + cfg.command_timeout;
+        let timeout = cfg.default_add_timeout.saturating_add(cfg.command_timeout);
         let cmd = &cmd;
         let result = self
             .shared

@@ -1,4 +1,4 @@
-//! `RequestReplyExt`: request-reply methods for every [`Client`].
+//! `RequestReplyExt`: request-reply methods for every [`MqClient`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ezmq_core::{Backend, BoxError, Client, ConsumeOptions, ListenerHandle, Result, Topic};
+use ezmq_core::spi::Source;
+use ezmq_core::{BoxError, ListenerHandle, MqClient, Result, Topic};
 use futures::FutureExt as _;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -14,21 +15,24 @@ use tracing::Instrument as _;
 use uuid::Uuid;
 
 use crate::message::{Reply, Request};
-use crate::options::RequestOptions;
+use crate::options::{ReplyListenerOptions, RequestOptions};
 use crate::router::ReplyRouter;
 use crate::worker::{ReplyFn, ReplyHandler};
 
-/// Request-reply over queues, for every [`Client`] whatever its backend.
-/// Bring it into scope with `use ezmq_request_reply::RequestReplyExt`.
+/// Request-reply for every [`MqClient`] (an `ezmq_core::Client`, an
+/// `Arc<dyn MqClient>`, ...) whose backend reports the
+/// [`RequestReply`](ezmq_core::spi::Capability::RequestReply) capability
+/// (private reply inboxes). Bring it into scope with
+/// `use ezmq_request_reply::RequestReplyExt`.
 ///
 /// A caller sends a request to a topic and waits for one reply; any client
 /// with a reply listener on that topic answers it. See the
 /// [crate documentation](crate) for the guarantees.
 ///
 /// ```no_run
-/// # async fn demo<B: ezmq_core::Backend>(
-/// #     worker: ezmq_core::Client<B>,
-/// #     caller: ezmq_core::Client<B>,
+/// # async fn demo(
+/// #     worker: ezmq_core::Client,
+/// #     caller: std::sync::Arc<dyn ezmq_core::MqClient>,
 /// # ) -> ezmq_core::Result<()> {
 /// use std::time::Duration;
 /// use ezmq_request_reply::RequestReplyExt;
@@ -49,12 +53,14 @@ use crate::worker::{ReplyFn, ReplyHandler};
 /// ```
 #[async_trait]
 pub trait RequestReplyExt {
-    /// Sends `body` to `topic` and waits up to `timeout` for the reply
-    /// (at-most-once delivery; see [`RequestOptions`]).
+    /// Sends `body` to `topic` and waits up to `timeout` for the reply.
     ///
     /// Fails with [`Error::Timeout`](ezmq_core::Error::Timeout) when no reply
-    /// came in time, [`Error::Remote`](ezmq_core::Error::Remote) when the
-    /// handler failed or panicked, and
+    /// came in time (no reply listener on the topic, a worker too slow or
+    /// gone), [`Error::Remote`](ezmq_core::Error::Remote) when the handler
+    /// failed or panicked,
+    /// [`Error::Unsupported`](ezmq_core::Error::Unsupported) on a backend
+    /// without reply inboxes, and
     /// [`Error::Shutdown`](ezmq_core::Error::Shutdown) at once when the
     /// client is (or gets) shut down.
     async fn request(&self, topic: &str, body: Bytes, timeout: Duration) -> Result<Reply> {
@@ -102,33 +108,39 @@ pub trait RequestReplyExt {
     }
 
     /// Answers the requests sent to `topic` with `handler`, using default
-    /// [`ConsumeOptions`].
+    /// [`ReplyListenerOptions`] (requests taken at most once).
     ///
     /// `Ok(body)` is sent back as the reply; an error (its message and
     /// causes) or a panic reaches the caller as
     /// [`Error::Remote`](ezmq_core::Error::Remote). A request taken after
     /// its deadline is dropped unhandled; a reply ready after the deadline
-    /// is dropped. Every request is acknowledged once handled (no listener
-    /// retries); malformed messages go to the dead-letter topic.
+    /// is dropped. Requests are never retried by the listener. Fails at once
+    /// with [`Error::Unsupported`](ezmq_core::Error::Unsupported) on a
+    /// backend without reply inboxes.
     async fn add_reply_listener<F, Fut, E>(&self, topic: &str, handler: F) -> Result<ListenerHandle>
     where
         F: Fn(Request) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<Bytes, E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        self.add_reply_listener_with(topic, ConsumeOptions::default(), handler)
+        self.add_reply_listener_with(topic, ReplyListenerOptions::default(), handler)
             .await
     }
 
-    /// [`RequestReplyExt::add_reply_listener`] with explicit options
-    /// (`concurrency` is how many requests this client handles at once).
-    async fn add_reply_listener_with<F, Fut, E>(
+    /// [`RequestReplyExt::add_reply_listener`] with explicit options:
+    /// [`ReplyListenerOptions`] or plain
+    /// [`ConsumeOptions`](ezmq_core::ConsumeOptions) (`concurrency` is how
+    /// many requests this client handles at once; either way requests are
+    /// taken at most once unless
+    /// [`ReplyListenerOptions::with_at_least_once`] says otherwise).
+    async fn add_reply_listener_with<O, F, Fut, E>(
         &self,
         topic: &str,
-        options: ConsumeOptions,
+        options: O,
         handler: F,
     ) -> Result<ListenerHandle>
     where
+        O: Into<ReplyListenerOptions> + Send + 'static,
         F: Fn(Request) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<Bytes, E>> + Send + 'static,
         E: Into<BoxError> + 'static;
@@ -148,18 +160,19 @@ pub trait RequestReplyExt {
         Fut: Future<Output = std::result::Result<R, E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        self.add_json_reply_listener_with(topic, ConsumeOptions::default(), handler)
+        self.add_json_reply_listener_with(topic, ReplyListenerOptions::default(), handler)
             .await
     }
 
     /// [`RequestReplyExt::add_json_reply_listener`] with explicit options.
-    async fn add_json_reply_listener_with<T, R, F, Fut, E>(
+    async fn add_json_reply_listener_with<O, T, R, F, Fut, E>(
         &self,
         topic: &str,
-        options: ConsumeOptions,
+        options: O,
         handler: F,
     ) -> Result<ListenerHandle>
     where
+        O: Into<ReplyListenerOptions> + Send + 'static,
         T: DeserializeOwned + Send + 'static,
         R: Serialize + 'static,
         F: Fn(T) -> Fut + Send + Sync + 'static,
@@ -185,7 +198,7 @@ pub trait RequestReplyExt {
 }
 
 #[async_trait]
-impl<B: Backend> RequestReplyExt for Client<B> {
+impl<C: MqClient + ?Sized> RequestReplyExt for C {
     async fn request_with(
         &self,
         topic: &str,
@@ -194,35 +207,101 @@ impl<B: Backend> RequestReplyExt for Client<B> {
     ) -> Result<Reply> {
         let topic = Topic::new(topic)?;
         options.validate()?;
-        self.ensure_open()?;
-        let router = ReplyRouter::of(self);
+        let runtime = self.runtime();
+        runtime.ensure_open()?;
+        runtime.reply_channel()?;
+        let router = ReplyRouter::of(runtime);
         let id = Uuid::new_v4();
         let span = tracing::debug_span!("request", topic = %topic, correlation_id = %id);
         router
-            .call(self, &topic, id, body, &options)
+            .call(runtime, &topic, id, body, &options)
             .instrument(span)
             .await
     }
 
-    async fn add_reply_listener_with<F, Fut, E>(
+    async fn add_reply_listener_with<O, F, Fut, E>(
         &self,
         topic: &str,
-        options: ConsumeOptions,
+        options: O,
         handler: F,
     ) -> Result<ListenerHandle>
     where
+        O: Into<ReplyListenerOptions> + Send + 'static,
         F: Fn(Request) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<Bytes, E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
         let topic = Topic::new(topic)?;
+        let runtime = self.runtime();
+        runtime.ensure_open()?;
+        // Fails now, not at the first request, without reply inboxes.
+        runtime.reply_channel()?;
         let f: ReplyFn =
             Arc::new(move |request| handler(request).map(|r| r.map_err(Into::into)).boxed());
         let handler = ReplyHandler::new(
-            Arc::clone(self.backend()),
-            self.config().max_payload_bytes,
+            Arc::clone(runtime.backend()),
+            runtime.config().max_payload_bytes,
             f,
         );
-        self.listen_to(topic, Arc::new(handler), options)
+        let options = options.into().consume_options();
+        runtime.listen(Source::Topic(topic), Arc::new(handler), options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ezmq_core::spi::{Backend, Capabilities, Capability, Delivery};
+    use ezmq_core::{Client, ClientConfig, Error, JobId, PushOptions};
+
+    use super::*;
+
+    /// A backend without any optional ability; it is never called.
+    #[derive(Debug)]
+    struct Bare;
+
+    #[async_trait]
+    impl Backend for Bare {
+        fn name(&self) -> &'static str {
+            "bare"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::none()
+        }
+        async fn publish(&self, _: &Topic, _: Bytes, _: &PushOptions) -> Result<JobId> {
+            Err(Error::Shutdown)
+        }
+        async fn receive(&self, _: &Source, _: usize, _: Duration) -> Result<Vec<Delivery>> {
+            Ok(Vec::new())
+        }
+        async fn close(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn assert_unsupported<T: std::fmt::Debug>(result: Result<T>, wanted: Capability) {
+        match result {
+            Err(Error::Unsupported {
+                backend: "bare",
+                capability,
+            }) if capability == wanted => {}
+            other => panic!("expected Unsupported({wanted}), got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn fails_at_once_without_reply_inboxes() {
+        let client: Arc<dyn MqClient> = Arc::new(Client::new(Bare, ClientConfig::default()));
+        let listener = client
+            .add_reply_listener("echo", |req: Request| async move {
+                Ok::<_, std::io::Error>(req.into_body())
+            })
+            .await;
+        assert_unsupported(listener.map(|_| ()), Capability::RequestReply);
+        let reply = client
+            .request("echo", "x".into(), Duration::from_secs(1))
+            .await;
+        assert_unsupported(reply.map(|_| ()), Capability::RequestReply);
     }
 }

@@ -1,12 +1,16 @@
 //! # ezmq-request-reply
 //!
-//! Request-reply (RPC) over ezmq queues, for every backend: a caller sends
-//! a request to a topic and waits for one reply; any client with a reply
-//! listener on that topic answers it. Bring [`RequestReplyExt`] into scope.
+//! Request-reply (RPC) for ezmq: a caller sends a request to a topic and
+//! waits for one reply; any client with a reply listener on that topic
+//! answers it. Bring [`RequestReplyExt`] into scope; it works on every
+//! [`MqClient`](ezmq_core::MqClient) (also `Arc<dyn MqClient>`) whose
+//! backend reports
+//! [`Capability::RequestReply`](ezmq_core::spi::Capability::RequestReply)
+//! (private reply inboxes), and fails at once with
+//! [`Error::Unsupported`](ezmq_core::Error::Unsupported) elsewhere.
 //!
 //! ```no_run
-//! # async fn demo(worker: ezmq_core::Client<impl ezmq_core::Backend>,
-//! #               caller: ezmq_core::Client<impl ezmq_core::Backend>) -> ezmq_core::Result<()> {
+//! # async fn demo(worker: ezmq_core::Client, caller: ezmq_core::Client) -> ezmq_core::Result<()> {
 //! use std::time::Duration;
 //! use ezmq_request_reply::RequestReplyExt;
 //!
@@ -21,15 +25,17 @@
 //!
 //! ## How it works
 //!
-//! - Each client instance (shared by its clones) has a private reply queue
-//!   `__ezmq|reply|<uuid v4>` that never collides with a user topic, and one
-//!   background receiver on it, started by the first request. The receiver
-//!   takes up to 64 replies per fetch, ACKs them at once and hands each to
-//!   the caller waiting for its correlation id.
-//! - A request carries a fresh correlation id (UUID v4), the reply queue and
-//!   its deadline (caller's clock, Unix milliseconds) in a one-line JSON
-//!   header, followed by the raw body (binary safe, about 130 bytes of
-//!   overhead). See the `envelope` module docs for the format.
+//! - Each client instance (shared by its clones) opens one private inbox
+//!   with the backend's [`ReplyChannel`](ezmq_core::spi::ReplyChannel) at
+//!   its first request, and runs one background receiver on it that hands
+//!   each reply to the caller waiting for its correlation id. (Disque: a
+//!   queue `__ezmq|reply|<random>`; Redis: a list; RabbitMQ: an exclusive
+//!   reply queue.)
+//! - A request is an ordinary message on the request topic: the raw body
+//!   plus the headers `correlation-id`, `reply-to` (the inbox address) and
+//!   `deadline-ms` (caller's clock, Unix milliseconds). Workers answer with
+//!   `ReplyChannel::send_reply`. See the `envelope` module docs for the
+//!   reply format.
 //!
 //! ## Guarantees
 //!
@@ -40,13 +46,14 @@
 //!   [`Error::Timeout`](ezmq_core::Error::Timeout). The deadline travels with
 //!   the request: a worker that takes an expired request drops it without
 //!   running the handler; the broker drops it once its TTL (the timeout
-//!   rounded up to whole seconds) has passed; a reply is pushed at most once
+//!   rounded up to whole seconds) has passed; a reply is sent at most once
 //!   with a TTL of the time left.
-//! - **At-most-once requests by default**: a request is never redelivered,
-//!   so a caller that timed out and tries again does not get the side
-//!   effects twice through a hidden redelivery. Opt into redelivery (the
-//!   worker died) with [`RequestOptions::with_at_least_once`]; handlers must
-//!   then be idempotent.
+//! - **At-most-once requests by default**: reply listeners acknowledge a
+//!   request before running it, so it is never redelivered and a caller
+//!   that timed out and tries again does not get the side effects twice
+//!   through a hidden redelivery. Opt into redelivery (the worker died) with
+//!   [`ReplyListenerOptions::with_at_least_once`]; handlers must then be
+//!   idempotent.
 //! - **Remote errors**: a handler's error or panic reaches the caller as
 //!   [`Error::Remote`](ezmq_core::Error::Remote) with the message.
 //! - **Shutdown**: a caller whose client shuts down gets
@@ -65,5 +72,5 @@ mod worker;
 pub use envelope::EnvelopeError;
 pub use ext::RequestReplyExt;
 pub use message::{Reply, Request};
-pub use options::RequestOptions;
+pub use options::{ReplyListenerOptions, RequestOptions};
 pub use uuid::Uuid;

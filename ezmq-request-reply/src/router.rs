@@ -1,5 +1,6 @@
-//! The caller side: one reply queue per client instance, one background
-//! receiver that routes replies to the waiting callers by correlation id.
+//! The caller side: one reply inbox per client instance (opened with the
+//! first request), one background receiver that routes replies to the
+//! waiting callers by correlation id.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -7,9 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
-use ezmq_core::{Backend, Client, Error, JobId, Result, Topic};
-use futures::future::join_all;
-use tokio::sync::{mpsc, oneshot};
+use ezmq_core::spi::{Inbox, Runtime};
+use ezmq_core::{Error, Result, Topic};
+use tokio::sync::{oneshot, OnceCell};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, trace, warn};
 use uuid::Uuid;
@@ -18,33 +19,29 @@ use crate::envelope::{self, Outcome};
 use crate::message::{unix_ms, Reply};
 use crate::options::RequestOptions;
 
-/// Replies taken per fetch: the receiver's concurrency. Routing a reply is a
-/// map lookup and a channel send, so one loop keeps up with many callers.
+/// Replies taken per receive: the receiver's concurrency. Routing a reply
+/// is a map lookup and a channel send, so one loop keeps up with many
+/// callers.
 const REPLY_BATCH: usize = 64;
 
-/// Longest blocking fetch on the reply queue.
+/// Longest blocking receive on the inbox.
 const FETCH_WAIT: Duration = Duration::from_secs(1);
 
-/// Most ACKs sent in one concurrent batch.
-const ACK_BATCH: usize = 256;
-
-/// Per-client state of the caller side, kept in
-/// [`Client::extension`] (one per client instance, shared by its clones).
+/// Per-client state of the caller side, kept in the runtime's extensions
+/// (one per client instance, shared by its clones).
 pub(crate) struct ReplyRouter {
-    /// `__ezmq|reply|<uuid v4>`: this client instance's private reply queue.
-    topic: Topic,
     /// The client's shutdown token.
     shutdown: CancellationToken,
     /// Waiting callers by correlation id.
     pending: Mutex<HashMap<Uuid, oneshot::Sender<Outcome>>>,
-    /// Whether the receiver has been started.
-    started: Mutex<bool>,
+    /// The inbox's address, once opened (and its receiver started).
+    inbox: OnceCell<String>,
 }
 
 impl fmt::Debug for ReplyRouter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReplyRouter")
-            .field("topic", &self.topic)
+            .field("inbox", &self.inbox.get())
             .field("pending", &lock(&self.pending).len())
             .finish()
     }
@@ -68,38 +65,35 @@ impl Drop for PendingGuard<'_> {
 }
 
 impl ReplyRouter {
-    /// The router of `client`, created on first use.
-    pub(crate) fn of<B: Backend>(client: &Client<B>) -> Arc<ReplyRouter> {
-        client.extension(|| ReplyRouter {
-            topic: envelope::reply_topic(Uuid::new_v4()),
-            shutdown: client.shutdown_token(),
+    /// The router of the client owning `runtime`, created on first use.
+    pub(crate) fn of(runtime: &Runtime) -> Arc<ReplyRouter> {
+        runtime.extension(|| ReplyRouter {
+            shutdown: runtime.shutdown_token(),
             pending: Mutex::new(HashMap::new()),
-            started: Mutex::new(false),
+            inbox: OnceCell::new(),
         })
     }
 
-    /// Starts the receiver on the first request.
-    fn ensure_started<B: Backend>(self: &Arc<Self>, client: &Client<B>) -> Result<()> {
-        let mut started = lock(&self.started);
-        if *started {
-            return Ok(());
-        }
-        client.ensure_open()?;
-        if self.shutdown.is_cancelled() {
-            return Err(Error::Shutdown);
-        }
-        let (ack_tx, ack_rx) = mpsc::unbounded_channel();
-        // Both tasks hold the backend and the router, never the client, so
-        // dropping the last client clone still cancels them.
-        client.spawn(receive_loop(
-            Arc::clone(client.backend()),
-            Arc::clone(self),
-            ack_tx,
-        ));
-        client.spawn(ack_loop(Arc::clone(client.backend()), ack_rx));
-        debug!(reply_queue = %self.topic, "reply receiver started");
-        *started = true;
-        Ok(())
+    /// Opens the inbox and starts its receiver on the first request;
+    /// returns the inbox's address.
+    async fn ensure_started(self: &Arc<Self>, runtime: &Runtime) -> Result<&str> {
+        let address = self
+            .inbox
+            .get_or_try_init(|| async {
+                runtime.ensure_open()?;
+                if self.shutdown.is_cancelled() {
+                    return Err(Error::Shutdown);
+                }
+                let inbox: Arc<dyn Inbox> = Arc::from(runtime.reply_channel()?.open_inbox().await?);
+                let address = inbox.address().to_owned();
+                // The task holds the inbox and the router, never the
+                // client, so dropping the last client clone still stops it.
+                runtime.spawn(receive_loop(inbox, Arc::clone(self)));
+                debug!(inbox = %address, "reply receiver started");
+                Ok::<String, Error>(address)
+            })
+            .await?;
+        Ok(address)
     }
 
     fn register(&self, id: Uuid, tx: oneshot::Sender<Outcome>) -> Result<PendingGuard<'_>> {
@@ -113,9 +107,9 @@ impl ReplyRouter {
 
     /// Sends one request and waits for its reply. Runs inside the request's
     /// span.
-    pub(crate) async fn call<B: Backend>(
+    pub(crate) async fn call(
         self: &Arc<Self>,
-        client: &Client<B>,
+        runtime: &Runtime,
         topic: &Topic,
         id: Uuid,
         body: Bytes,
@@ -123,14 +117,15 @@ impl ReplyRouter {
     ) -> Result<Reply> {
         let timeout = options.timeout;
         let deadline = SystemTime::now() + timeout;
-        self.ensure_started(client)?;
-        let msg = envelope::encode_request(id, &self.topic, unix_ms(deadline), &body)?;
-        let push = options.push_options();
+        let address = self.ensure_started(runtime).await?;
+        let push = options
+            .push_options()
+            .with_headers(envelope::request_headers(id, address, unix_ms(deadline)));
         let (tx, rx) = oneshot::channel();
         // Registered before the push: the reply may come before it returns.
         let _guard = self.register(id, tx)?;
         let exchange = async {
-            client.push_to(topic, msg, &push).await?;
+            runtime.publish(topic, body, &push).await?;
             trace!("request sent");
             match rx.await {
                 Ok(Outcome::Ok(body)) => Ok(Reply {
@@ -145,9 +140,14 @@ impl ReplyRouter {
         let result = tokio::select! {
             biased;
             () = self.shutdown.cancelled() => Err(Error::Shutdown),
-            r = tokio::time::timeout(timeout, exchange) => {
-                r.unwrap_or(Err(Error::Timeout(timeout)))
-            }
+            r = tokio::time::timeout(timeout, exchange) => match r {
+                Ok(result) => result,
+                Err(_) => {
+                    debug!(%topic, ?timeout,
+                        "no reply in time; is a reply listener running on this topic?");
+                    Err(Error::Timeout(timeout))
+                }
+            },
         };
         match &result {
             Ok(_) => trace!("reply received"),
@@ -156,7 +156,7 @@ impl ReplyRouter {
         result
     }
 
-    /// Hands a message of the reply queue to its caller, if one still waits.
+    /// Hands a reply to its caller, if one still waits.
     fn route(&self, msg: &Bytes) {
         match envelope::decode_reply(msg) {
             Ok(reply) => {
@@ -172,7 +172,7 @@ impl ReplyRouter {
                     ),
                 }
             }
-            Err(err) => warn!(cause = %err, reply_queue = %self.topic, "malformed reply dropped"),
+            Err(err) => warn!(cause = %err, "malformed reply dropped"),
         }
     }
 
@@ -189,26 +189,20 @@ impl ReplyRouter {
     }
 }
 
-/// Fetches the reply queue until shutdown; routes each reply, then queues its
-/// ACK (reply jobs are acknowledged at once, whatever their fate).
-async fn receive_loop<B: Backend>(
-    backend: Arc<B>,
-    router: Arc<ReplyRouter>,
-    acks: mpsc::UnboundedSender<JobId>,
-) {
+/// Receives replies until shutdown and routes each; then closes the inbox.
+async fn receive_loop(inbox: Arc<dyn Inbox>, router: Arc<ReplyRouter>) {
     let mut failures: u32 = 0;
     loop {
-        let fetched = tokio::select! {
+        let received = tokio::select! {
             biased;
             () = router.shutdown.cancelled() => break,
-            r = backend.fetch(&router.topic, REPLY_BATCH, FETCH_WAIT) => r,
+            r = inbox.receive(REPLY_BATCH, FETCH_WAIT) => r,
         };
-        match fetched {
-            Ok(jobs) => {
+        match received {
+            Ok(replies) => {
                 failures = 0;
-                for job in jobs {
-                    router.route(job.body());
-                    let _ = acks.send(job.id().clone());
+                for reply in &replies {
+                    router.route(reply);
                 }
             }
             Err(Error::Shutdown) => break,
@@ -217,7 +211,7 @@ async fn receive_loop<B: Backend>(
                 let wait = Duration::from_millis(50)
                     .saturating_mul(1 << failures.min(6))
                     .min(Duration::from_secs(2));
-                warn!(cause = %err, reply_queue = %router.topic, ?wait, "fetching replies failed; retrying");
+                warn!(cause = %err, inbox = %inbox.address(), ?wait, "receiving replies failed; retrying");
                 tokio::select! {
                     () = router.shutdown.cancelled() => break,
                     () = tokio::time::sleep(wait) => {}
@@ -226,23 +220,10 @@ async fn receive_loop<B: Backend>(
         }
     }
     router.fail_all();
-    debug!(reply_queue = %router.topic, "reply receiver stopped");
-}
-
-/// Acknowledges fetched replies, many at once, off the receive path. Ends
-/// when the receiver ends, after the last ACKs.
-async fn ack_loop<B: Backend>(backend: Arc<B>, mut ids: mpsc::UnboundedReceiver<JobId>) {
-    let mut batch = Vec::with_capacity(ACK_BATCH);
-    while ids.recv_many(&mut batch, ACK_BATCH).await > 0 {
-        let results = join_all(batch.iter().map(|id| backend.ack(id))).await;
-        for (id, result) in batch.iter().zip(results) {
-            if let Err(err) = result {
-                // The reply job expires with its TTL anyway.
-                debug!(job_id = %id, cause = %err, "could not ACK a reply");
-            }
-        }
-        batch.clear();
+    if let Err(err) = inbox.close().await {
+        debug!(cause = %err, "could not close the reply inbox");
     }
+    debug!(inbox = %inbox.address(), "reply receiver stopped");
 }
 
 #[cfg(test)]
@@ -251,10 +232,9 @@ mod tests {
 
     fn router() -> ReplyRouter {
         ReplyRouter {
-            topic: envelope::reply_topic(Uuid::new_v4()),
             shutdown: CancellationToken::new(),
             pending: Mutex::new(HashMap::new()),
-            started: Mutex::new(false),
+            inbox: OnceCell::new(),
         }
     }
 

@@ -1,5 +1,6 @@
-//! The worker side: a consume-listener [`Handler`] that decodes requests,
-//! runs the user's handler and pushes the reply to the caller's queue.
+//! The worker side: a consume-listener [`Handler`] that reads a request's
+//! headers, runs the user's handler and sends the reply to the caller's
+//! inbox through the backend's [`ReplyChannel`](ezmq_core::spi::ReplyChannel).
 
 use std::any::Any;
 use std::fmt;
@@ -9,7 +10,8 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ezmq_core::{Backend, BoxError, Handler, Job, Permanent, PushOptions};
+use ezmq_core::spi::Backend;
+use ezmq_core::{BoxError, Handler, Job, Permanent};
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use tracing::{debug, trace, warn, Instrument as _};
@@ -26,13 +28,13 @@ pub(crate) type ReplyFn =
 ///
 /// It holds the backend, not the client, so a listener never keeps its
 /// client alive.
-pub(crate) struct ReplyHandler<B: Backend> {
-    backend: Arc<B>,
+pub(crate) struct ReplyHandler {
+    backend: Arc<dyn Backend>,
     max_payload: usize,
     f: ReplyFn,
 }
 
-impl<B: Backend> fmt::Debug for ReplyHandler<B> {
+impl fmt::Debug for ReplyHandler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ReplyHandler")
             .field("backend", &self.backend)
@@ -40,8 +42,8 @@ impl<B: Backend> fmt::Debug for ReplyHandler<B> {
     }
 }
 
-impl<B: Backend> ReplyHandler<B> {
-    pub(crate) fn new(backend: Arc<B>, max_payload: usize, f: ReplyFn) -> Self {
+impl ReplyHandler {
+    pub(crate) fn new(backend: Arc<dyn Backend>, max_payload: usize, f: ReplyFn) -> Self {
         ReplyHandler {
             backend,
             max_payload,
@@ -52,15 +54,17 @@ impl<B: Backend> ReplyHandler<B> {
     async fn serve(&self, job: Job, env: RequestEnvelope) {
         let deadline = from_unix_ms(env.deadline_ms);
         if SystemTime::now() >= deadline {
-            debug!("request expired before a worker took it; dropped");
+            debug!("request expired before a worker took it; dropped unhandled");
             return;
         }
+        let topic = job.topic().clone();
+        let attempt = job.attempt();
         let request = Request {
             correlation_id: env.id,
-            topic: job.topic().clone(),
+            topic,
             deadline,
-            attempt: job.attempt(),
-            body: env.body,
+            attempt,
+            body: job.into_body(),
         };
         let outcome = run(&self.f, request).await;
         let remaining = deadline
@@ -80,16 +84,19 @@ impl<B: Backend> ReplyHandler<B> {
                 return;
             }
         };
-        // At most once: a reply is only useful before the deadline, and a
-        // duplicate would be dropped by the caller anyway.
-        let push =
-            PushOptions::at_most_once().with_ttl(Duration::from_secs(ceil_secs(remaining).max(1)));
-        match self.backend.add(&env.reply_to, msg, &push).await {
-            Ok(_) => trace!("reply sent"),
+        let Some(channel) = self.backend.reply_channel() else {
+            // Checked when the listener was added; cannot happen.
+            warn!("the backend has no reply channel; reply dropped");
+            return;
+        };
+        // Kept until the deadline only: a later reply is useless.
+        let ttl = Duration::from_secs(ceil_secs(remaining).max(1));
+        match channel.send_reply(&env.reply_to, msg, ttl).await {
+            Ok(()) => trace!("reply sent"),
             // The caller will time out; retrying the request would repeat
             // its side effects.
             Err(err) => {
-                warn!(cause = %err, reply_queue = %env.reply_to, "could not send the reply")
+                warn!(cause = %err, reply_to = %env.reply_to, "could not send the reply")
             }
         }
     }
@@ -112,12 +119,13 @@ impl<B: Backend> ReplyHandler<B> {
 }
 
 #[async_trait]
-impl<B: Backend> Handler for ReplyHandler<B> {
+impl Handler for ReplyHandler {
     async fn handle(&self, job: Job) -> Result<(), BoxError> {
-        let env = match envelope::decode_request(job.body()) {
+        let env = match envelope::decode_request(job.headers()) {
             Ok(env) => env,
             Err(err) => {
-                // Nobody to answer: straight to the dead-letter topic.
+                // Nobody to answer: straight to the dead-letter topic (or,
+                // at most once, logged and dropped).
                 warn!(topic = %job.topic(), job_id = %job.id(), cause = %err, "malformed request");
                 return Err(Box::new(Permanent::new(err)));
             }

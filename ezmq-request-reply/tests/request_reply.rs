@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ezmq_disque::{Error, MqClient, MqClientExt};
-use ezmq_request_reply::{Request, RequestOptions, RequestReplyExt};
+use ezmq_core::{Error, MqClient, MqClientExt};
+use ezmq_request_reply::{ReplyListenerOptions, Request, RequestReplyExt};
 use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 
@@ -258,26 +258,23 @@ async fn late_reply_is_dropped_not_given_to_the_next_caller() {
         .add_consume_listener_with(&topic, options(1), move |job| {
             let pusher = pusher.clone();
             async move {
-                // Decode the documented wire format by hand.
-                let body = job.body();
-                let nl = body.iter().position(|&b| b == b'\n').expect("header line");
-                let header: serde_json::Value =
-                    serde_json::from_slice(&body[..nl]).expect("json header");
-                let payload = body.slice(nl + 1..);
+                // Read the documented headers and reply format by hand.
+                let reply_to = job.headers().get("reply-to").expect("reply-to").to_owned();
+                let id = job
+                    .headers()
+                    .get("correlation-id")
+                    .expect("correlation-id")
+                    .to_owned();
+                let payload = job.body().clone();
                 if payload.as_ref() == b"slow" {
                     tokio::time::sleep(Duration::from_millis(1200)).await;
                 }
-                let reply_to = header["reply_to"].as_str().expect("reply_to");
-                let id = header["id"].as_str().expect("id");
                 let mut msg = format!("{{\"v\":1,\"id\":\"{id}\",\"ok\":true}}\n").into_bytes();
                 msg.extend_from_slice(&payload);
-                let reply_to = ezmq_disque::Topic::from_broker(reply_to.to_owned());
                 pusher
-                    .push_to(
-                        &reply_to,
-                        msg.into(),
-                        &ezmq_disque::PushOptions::at_most_once().with_ttl(Duration::from_secs(30)),
-                    )
+                    .runtime()
+                    .reply_channel()?
+                    .send_reply(&reply_to, msg.into(), Duration::from_secs(30))
                     .await?;
                 Ok::<(), Error>(())
             }
@@ -342,19 +339,24 @@ async fn expired_request_is_not_handled() {
 }
 
 #[tokio::test]
-async fn at_least_once_requests_work() {
+async fn at_least_once_reply_listeners_work() {
     let (broker, topic) = setup("rr-alo").await;
     let worker = broker.client().await;
-    echo_worker(&worker, &topic, "w", 4).await;
+    worker
+        .add_reply_listener_with(
+            &topic,
+            ReplyListenerOptions::from(options(4)).with_at_least_once(true),
+            |req: Request| async move {
+                let mut body = req.body().to_vec();
+                body.extend_from_slice(b"@w");
+                Ok::<_, std::io::Error>(Bytes::from(body))
+            },
+        )
+        .await
+        .expect("listener");
     let caller = broker.client().await;
     let reply = caller
-        .request_with(
-            &topic,
-            "x".into(),
-            RequestOptions::new()
-                .with_timeout(Duration::from_secs(5))
-                .with_at_least_once(true),
-        )
+        .request(&topic, "x".into(), Duration::from_secs(5))
         .await
         .expect("reply");
     assert_eq!(&reply.body()[..], b"x@w");

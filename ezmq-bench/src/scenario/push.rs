@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ezmq_disque::{Backend, MqClient, PushOptions, Topic};
+use ezmq_disque::spi::Backend;
+use ezmq_disque::{MqClient, PushOptions, Topic};
 use tokio::task::JoinSet;
 
 use crate::scenario::{unique_queue, Imp, Settings};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ezmq_broadcast::{BroadcastConfig, BroadcastExt, BroadcastListener};
-use ezmq_disque::{handler_fn, ConsumeOptions, DisqueClient, Job, MqClient};
+use ezmq_core::{handler_fn, Client, ConsumeOptions, Job, MqClient};
 use ezmq_test_support::TestBroker;
 use tokio::sync::mpsc;
 
@@ -23,7 +23,7 @@ pub struct Delivery {
 }
 
 /// A client of `broker` with broadcast settings `config`.
-pub async fn client_with(broker: &TestBroker, config: BroadcastConfig) -> DisqueClient {
+pub async fn client_with(broker: &TestBroker, config: BroadcastConfig) -> Client {
     let client = broker.client().await;
     client.set_broadcast_config(config).expect("valid config");
     client
@@ -32,7 +32,7 @@ pub async fn client_with(broker: &TestBroker, config: BroadcastConfig) -> Disque
 /// Adds a member of `group` named `member` that reports every delivery on
 /// `tx` (after `work` of simulated processing).
 pub async fn add_member(
-    client: &DisqueClient,
+    client: &Client,
     topic: &str,
     group: &str,
     member: &str,
@@ -78,7 +78,7 @@ pub async fn assert_quiet(rx: &mut mpsc::UnboundedReceiver<Delivery>, quiet: Dur
 }
 
 /// Shuts every client down.
-pub async fn shutdown_all(clients: &[&DisqueClient]) {
+pub async fn shutdown_all(clients: &[&Client]) {
     for client in clients {
         let _ = client.shutdown(Duration::from_secs(1)).await;
     }

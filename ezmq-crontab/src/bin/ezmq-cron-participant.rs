@@ -1,5 +1,5 @@
 //! A crontab participant over Disque, for multi-process tests and manual
-//! experiments.
+//! experiments (feature `participant`, off by default).
 //!
 //! ```text
 //! ezmq-cron-participant <addrs> <name> <run-secs> [spec]
@@ -17,8 +17,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use ezmq_core::MqClient;
 use ezmq_crontab::CrontabExt;
-use ezmq_disque::{DisqueConfig, MqClient};
+use ezmq_disque::DisqueConfig;
 
 fn arg(args: &[String], index: usize, env: &str) -> Option<String> {
     args.get(index).cloned().or_else(|| std::env::var(env).ok())

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use ezmq_disque::{ConsumeOptions, DisqueClient, ListenerHandle};
+use ezmq_core::{Client, ConsumeOptions, ListenerHandle};
 use ezmq_request_reply::{Request, RequestReplyExt};
 use ezmq_test_support::{init_tracing, TestBroker};
 
@@ -25,7 +25,7 @@ pub fn options(concurrency: usize) -> ConsumeOptions {
 
 /// A worker whose reply is `<request body>@<name>`.
 pub async fn echo_worker(
-    client: &DisqueClient,
+    client: &Client,
     topic: &str,
     name: &'static str,
     concurrency: usize,

@@ -1,0 +1,66 @@
+//! The cases. Each is an `async fn(Ctx)` that [`run`](crate::run) calls
+//! with a first connected client; each uses its own topics and shuts its
+//! clients down at the end. Capability-gated cases check that the missing
+//! feature fails with [`Error::Unsupported`](ezmq_core::Error::Unsupported)
+//! at registration, print `skipped: <backend> lacks <capability>: <case>`
+//! and return.
+
+mod consume;
+mod failures;
+mod inspection;
+mod lifecycle;
+mod timing;
+
+#[cfg(feature = "features")]
+mod broadcast;
+#[cfg(feature = "features")]
+mod cron;
+#[cfg(feature = "features")]
+mod request_reply;
+
+pub use consume::{
+    concurrency_limit_respected, headers_round_trip, payload_and_topic_limits, push_consume,
+};
+pub use failures::{
+    at_least_once_when_consumer_dies, permanent_error_skips_retries,
+    retry_with_backoff_then_dead_letter,
+};
+pub use inspection::{capabilities_are_consistent, peek, queue_len};
+pub use lifecycle::{graceful_shutdown_loses_nothing, resumes_after_broker_restart};
+pub use timing::{delayed_delivery_never_early, long_handler_gets_no_duplicate};
+
+#[cfg(feature = "features")]
+pub use broadcast::broadcast_groups;
+#[cfg(feature = "features")]
+pub use cron::cron_once_per_tick;
+#[cfg(feature = "features")]
+pub use request_reply::request_reply;
+
+#[cfg(not(feature = "features"))]
+mod without_features {
+    use crate::Ctx;
+
+    async fn skip(ctx: Ctx) {
+        ctx.skip_because("(ezmq-conformance built without its `features` feature)");
+        crate::support::shutdown(ctx.client(), std::time::Duration::from_secs(5)).await;
+    }
+
+    /// Stands in for the cron case when the crate is built without its
+    /// `features` feature: prints a skip line.
+    pub async fn cron_once_per_tick(ctx: Ctx) {
+        skip(ctx).await;
+    }
+
+    /// Stands in for the broadcast case (see [`cron_once_per_tick`]).
+    pub async fn broadcast_groups(ctx: Ctx) {
+        skip(ctx).await;
+    }
+
+    /// Stands in for the request-reply case (see [`cron_once_per_tick`]).
+    pub async fn request_reply(ctx: Ctx) {
+        skip(ctx).await;
+    }
+}
+
+#[cfg(not(feature = "features"))]
+pub use without_features::{broadcast_groups, cron_once_per_tick, request_reply};

@@ -1,0 +1,110 @@
+//! # ezmq-conformance
+//!
+//! One behaviour suite every ezmq backend runs against its real broker, in
+//! the spirit of Watermill's universal Pub/Sub tests: the same cases, each
+//! on its own topics, gated by the capabilities the backend reports.
+//!
+//! A backend's `tests/` implements [`Broker`] and expands
+//! [`behaviour_suite!`]: one `#[tokio::test]` per case in a module
+//! `behaviour`.
+//!
+//! ```no_run
+//! // ezmq-disque/tests/behaviour.rs
+//! use ezmq_conformance::{behaviour_suite, Broker};
+//!
+//! struct Disque;
+//!
+//! #[async_trait::async_trait]
+//! impl Broker for Disque {
+//!     fn name(&self) -> &'static str {
+//!         "disque"
+//!     }
+//!     fn url(&self) -> String {
+//!         "disque://127.0.0.1:7711".into()
+//!     }
+//!     async fn connect(&self) -> ezmq_core::Result<ezmq_core::Client> {
+//!         ezmq_disque::connect_url("disque://127.0.0.1:7711").await
+//!     }
+//! }
+//!
+//! behaviour_suite!(Disque);
+//! # fn main() {}
+//! ```
+//!
+//! See the crate README for what each case checks and the skip/require
+//! rules ([`run`], [`REQUIRE_ENV`]).
+
+mod broker;
+pub mod cases;
+mod runner;
+pub mod support;
+
+pub use broker::Broker;
+pub use runner::{is_required, run, Ctx, CASE_DEADLINE, REQUIRE_ENV};
+
+/// Every case of the suite, in the order [`behaviour_suite!`] lists them.
+pub const CASES: &[&str] = &[
+    "push_consume",
+    "at_least_once_when_consumer_dies",
+    "retry_with_backoff_then_dead_letter",
+    "permanent_error_skips_retries",
+    "delayed_delivery_never_early",
+    "long_handler_gets_no_duplicate",
+    "graceful_shutdown_loses_nothing",
+    "concurrency_limit_respected",
+    "headers_round_trip",
+    "queue_len",
+    "peek",
+    "payload_and_topic_limits",
+    "resumes_after_broker_restart",
+    "cron_once_per_tick",
+    "broadcast_groups",
+    "request_reply",
+    "capabilities_are_consistent",
+];
+
+/// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
+/// each calling `$crate::run(<broker expr>, $crate::cases::<case>)`. The expression is evaluated inside the generated module
+/// (use `super::*`), once per test.
+///
+/// The expression is evaluated inside an `async fn`, so it may `.await`
+/// (`behaviour_suite!(MyBroker::start().await)`). The calling crate needs
+/// `tokio` (with the `macros` and `rt-multi-thread` features) among its
+/// dev-dependencies.
+#[macro_export]
+macro_rules! behaviour_suite {
+    ($broker:expr) => {
+        $crate::behaviour_suite!(@cases ($broker);
+            push_consume,
+            at_least_once_when_consumer_dies,
+            retry_with_backoff_then_dead_letter,
+            permanent_error_skips_retries,
+            delayed_delivery_never_early,
+            long_handler_gets_no_duplicate,
+            graceful_shutdown_loses_nothing,
+            concurrency_limit_respected,
+            headers_round_trip,
+            queue_len,
+            peek,
+            payload_and_topic_limits,
+            resumes_after_broker_restart,
+            cron_once_per_tick,
+            broadcast_groups,
+            request_reply,
+            capabilities_are_consistent,
+        );
+    };
+    (@cases ($broker:expr); $($case:ident,)*) => {
+        mod behaviour {
+            #[allow(unused_imports)]
+            use super::*;
+
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    $crate::run($broker, $crate::cases::$case).await;
+                }
+            )*
+        }
+    };
+}

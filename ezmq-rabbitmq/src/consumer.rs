@@ -1,0 +1,329 @@
+//! One consumer per source: its channel, prefetch and delivery stream.
+
+use std::fmt;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ezmq_core::spi::{Delivery, Source};
+use ezmq_core::{Job, JobId, Result, ATTEMPT_HEADER};
+use futures::{FutureExt, StreamExt};
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::types::FieldTable;
+use lapin::Consumer;
+
+use crate::backend::Inner;
+use crate::delivery::{Message, RabbitDelivery, Tracker};
+use crate::error::RabbitError;
+use crate::names::short;
+use crate::publish::{self, Outgoing, EXPIRES_AT_HEADER, REMAINING_HEADER};
+use crate::session::Session;
+use crate::topology;
+
+/// A live consumer on one queue.
+pub(crate) struct ConsumerState {
+    generation: u64,
+    stream: Consumer,
+    tracker: Arc<Tracker>,
+    prefetch: u16,
+}
+
+impl fmt::Debug for ConsumerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConsumerState")
+            .field("generation", &self.generation)
+            .field("tracker", &self.tracker)
+            .field("prefetch", &self.prefetch)
+            .finish()
+    }
+}
+
+/// The slot of one source: `None` until the first receive, and again once
+/// the channel died (the next receive opens a new one).
+pub(crate) type Slot = Arc<tokio::sync::Mutex<Option<ConsumerState>>>;
+
+impl ConsumerState {
+    /// Closes the consumer's channel: its unacknowledged messages go back
+    /// to the queue.
+    pub(crate) async fn close(self) {
+        let channel = &self.tracker.channel;
+        if channel.status().connected() {
+            if let Err(err) = channel.close(200, "consumer closed".into()).await {
+                tracing::debug!(cause = %err, "closing a consumer channel failed");
+            }
+        }
+    }
+
+    fn is_usable(&self, session: &Session) -> bool {
+        self.generation == session.generation && self.tracker.channel.status().connected()
+    }
+}
+
+/// The queue a source reads.
+pub(crate) fn queue_of(inner: &Inner, source: &Source) -> String {
+    match source.group() {
+        Some(group) => inner.names.group_queue(source.topic(), group),
+        None => inner.names.topic_queue(source.topic()),
+    }
+}
+
+async fn open(
+    inner: &Inner,
+    session: &Session,
+    source: &Source,
+    queue: &str,
+    prefetch: u16,
+) -> Result<ConsumerState, RabbitError> {
+    if source.group().is_none() {
+        topology::topic_queue(session, &inner.config, queue).await?;
+    }
+    let channel = session.channel().await?;
+    // Per consumer (quorum queues refuse a channel-wide limit). RabbitMQ
+    // applies it to consumers started after it, so it is fixed for the
+    // consumer's life: the first fetch's size, the listener's concurrency
+    // (an idle listener fetches with every slot free).
+    channel
+        .basic_qos(prefetch, BasicQosOptions { global: false })
+        .await
+        .map_err(|e| RabbitError::amqp("basic.qos", queue, e))?;
+    let stream = channel
+        .basic_consume(
+            short("queue", queue)?,
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| RabbitError::amqp("basic.consume", queue, e))?;
+    tracing::debug!(queue, prefetch, "consumer started");
+    Ok(ConsumerState {
+        generation: session.generation,
+        stream,
+        tracker: Arc::new(Tracker::new(channel, queue.to_owned())),
+        prefetch,
+    })
+}
+
+/// Takes up to `max` deliveries from `source`'s consumer, waiting up to
+/// `wait` for the first. Deliveries not taken stay in the consumer's
+/// buffer (unacknowledged on its channel); the stream is cancel safe, so a
+/// dropped call loses nothing.
+pub(crate) async fn receive(
+    inner: &Arc<Inner>,
+    source: &Source,
+    max: usize,
+    wait: Duration,
+) -> Result<Vec<Delivery>> {
+    let max = max.max(1);
+    let slot = inner.consumer_slot(source);
+    let mut guard = slot.lock().await;
+    let session = inner.connector.session().await?;
+    let wanted = inner
+        .config
+        .prefetch
+        .unwrap_or_else(|| u16::try_from(max).unwrap_or(u16::MAX));
+    let usable = guard.as_ref().is_some_and(|c| c.is_usable(&session));
+    if !usable {
+        *guard = None;
+        let queue = queue_of(inner, source);
+        match open(inner, &session, source, &queue, wanted).await {
+            Ok(state) => *guard = Some(state),
+            Err(err) => {
+                if err.is_not_found() {
+                    topology::forget_topic_queue(&session, &queue);
+                }
+                if !session.is_alive() {
+                    inner.connector.invalidate(session.generation);
+                }
+                return Err(err.into());
+            }
+        }
+    }
+    let Some(state) = guard.as_mut() else {
+        return Ok(Vec::new());
+    };
+    let mut raw = Vec::new();
+    let mut failed = None;
+    match tokio::time::timeout(wait, state.stream.next()).await {
+        Err(_) => return Ok(Vec::new()),
+        Ok(Some(Ok(delivery))) => raw.push(delivery),
+        Ok(Some(Err(err))) => failed = Some(err),
+        Ok(None) => failed = None,
+    }
+    if raw.is_empty() {
+        *guard = None;
+        return match failed {
+            Some(err) => {
+                inner.connector.invalidate(session.generation);
+                Err(RabbitError::amqp("basic.consume", queue_of(inner, source), err).into())
+            }
+            // Cancelled by the broker (queue deleted): start over next time.
+            None => Ok(Vec::new()),
+        };
+    }
+    while raw.len() < max {
+        match state.stream.next().now_or_never() {
+            Some(Some(Ok(delivery))) => raw.push(delivery),
+            Some(Some(Err(err))) => {
+                tracing::warn!(cause = %err, "consumer failed; it restarts at the next fetch");
+                break;
+            }
+            _ => break,
+        }
+    }
+    let tracker = Arc::clone(&state.tracker);
+    let mut out = Vec::with_capacity(raw.len());
+    let now = publish::unix_millis();
+    for delivery in raw {
+        let table = delivery.properties.headers().as_ref();
+        if publish::header_u64(table, EXPIRES_AT_HEADER).is_some_and(|at| at <= now) {
+            // A delayed message whose TTL ran out while it waited.
+            let _ = tracker
+                .channel
+                .basic_ack(delivery.delivery_tag, BasicAckOptions::default())
+                .await;
+            continue;
+        }
+        if let Some(rest) = publish::header_u64(table, REMAINING_HEADER).filter(|r| *r > 0) {
+            reschedule(inner, &tracker, &delivery, rest, now).await;
+            continue;
+        }
+        tracker.hand_out(delivery.delivery_tag);
+        out.push(into_delivery(inner, source, &tracker, delivery));
+    }
+    Ok(out)
+}
+
+/// Sends a message whose delay is longer than one pass through the delay
+/// levels through them again, then acks this copy (nacks it back to the
+/// queue when that fails).
+async fn reschedule(
+    inner: &Arc<Inner>,
+    tracker: &Tracker,
+    delivery: &lapin::message::Delivery,
+    rest_ms: u64,
+    now: u64,
+) {
+    let table = delivery.properties.headers().as_ref();
+    let headers = publish::headers_of(table);
+    let ttl = publish::header_u64(table, EXPIRES_AT_HEADER)
+        .map(|at| Duration::from_millis(at.saturating_sub(now).max(1)));
+    let message_id = delivery
+        .properties
+        .message_id()
+        .as_ref()
+        .map(|id| id.as_str().to_owned())
+        .unwrap_or_else(publish::new_message_id);
+    let out = Outgoing {
+        queue: &tracker.queue,
+        body: &delivery.data,
+        headers: &headers,
+        message_id: &message_id,
+        delay: Some(Duration::from_millis(rest_ms)),
+        ttl,
+        declare: false,
+    };
+    let tag = delivery.delivery_tag;
+    let settled = match publish::send(inner, &out).await {
+        Ok(()) => {
+            tracker
+                .channel
+                .basic_ack(tag, BasicAckOptions::default())
+                .await
+        }
+        Err(err) => {
+            tracing::warn!(cause = %err, "could not send a long delay through the levels again");
+            tracker
+                .channel
+                .basic_nack(
+                    tag,
+                    lapin::options::BasicNackOptions {
+                        multiple: false,
+                        requeue: true,
+                    },
+                )
+                .await
+        }
+    };
+    if let Err(err) = settled {
+        tracing::debug!(cause = %err, "settling a rescheduled delivery failed");
+    }
+}
+
+/// The attempt number of a delivery: the attempt recorded by the last
+/// retry (`ezmq-attempt`, 1 when absent), plus the broker's count of
+/// deliveries that ended without a settle since (quorum queues'
+/// `x-delivery-count`; on classic queues 1 when `redelivered` is set).
+pub(crate) fn attempt_of(
+    recorded: Option<u32>,
+    delivery_count: Option<u64>,
+    redelivered: bool,
+) -> u32 {
+    let base = recorded.unwrap_or(1).max(1);
+    let extra = match delivery_count {
+        Some(count) => u32::try_from(count).unwrap_or(u32::MAX),
+        None => u32::from(redelivered),
+    };
+    base.saturating_add(extra)
+}
+
+fn into_delivery(
+    inner: &Arc<Inner>,
+    source: &Source,
+    tracker: &Arc<Tracker>,
+    delivery: lapin::message::Delivery,
+) -> Delivery {
+    let table = delivery.properties.headers().as_ref();
+    let headers = publish::headers_of(table);
+    let attempt = attempt_of(
+        headers.attempt(),
+        publish::header_u64(table, "x-delivery-count"),
+        delivery.redelivered,
+    );
+    let message_id = delivery
+        .properties
+        .message_id()
+        .as_ref()
+        .map(|id| id.as_str().to_owned())
+        .unwrap_or_else(|| format!("{}#{}", tracker.channel.id(), delivery.delivery_tag));
+    let body = Bytes::from(delivery.data);
+    let job = Job::new(
+        JobId::new(message_id.clone()),
+        source.topic().clone(),
+        body.clone(),
+    )
+    .with_headers(headers.clone())
+    .with_attempt(attempt);
+    let mut retry_headers = headers;
+    retry_headers.remove(ATTEMPT_HEADER);
+    Delivery::new(
+        job,
+        RabbitDelivery {
+            inner: Arc::clone(inner),
+            tracker: Arc::clone(tracker),
+            tag: delivery.delivery_tag,
+            settled: AtomicBool::new(false),
+            message: Message {
+                body,
+                headers: retry_headers,
+                message_id,
+                attempt,
+            },
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::attempt_of;
+
+    #[test]
+    fn attempts_count_retries_and_redeliveries() {
+        assert_eq!(attempt_of(None, None, false), 1);
+        assert_eq!(attempt_of(None, None, true), 2);
+        assert_eq!(attempt_of(Some(3), None, false), 3);
+        assert_eq!(attempt_of(Some(3), Some(2), true), 5);
+        assert_eq!(attempt_of(Some(0), Some(0), true), 1);
+    }
+}

@@ -1,0 +1,113 @@
+//! Errors of the RabbitMQ backend, converted into [`ezmq_core::Error`].
+
+use ezmq_core::Error;
+use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
+
+/// What went wrong talking to RabbitMQ. Surfaces as the source of an
+/// [`Error::Backend`] (or [`Error::Connect`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RabbitError {
+    /// An AMQP operation failed.
+    #[error("{op} {target:?} failed")]
+    Amqp {
+        /// The AMQP method or step, e.g. `queue.declare`.
+        op: &'static str,
+        /// The queue, exchange or URL concerned.
+        target: String,
+        /// lapin's error.
+        #[source]
+        source: lapin::Error,
+    },
+    /// The broker answered a publish with a negative confirm.
+    #[error("the broker refused (nack) a message for {target:?}")]
+    Nacked {
+        /// The queue or exchange.
+        target: String,
+    },
+    /// A mandatory publish could not be routed to any queue.
+    #[error("the broker returned a message for {target:?} as unroutable ({code} {text})")]
+    Returned {
+        /// The queue or exchange.
+        target: String,
+        /// The AMQP reply code (312 `NO_ROUTE`).
+        code: u16,
+        /// The reply text.
+        text: String,
+    },
+    /// A name does not fit AMQP's 255-byte short strings.
+    #[error("{what} {name:?} is longer than 255 bytes")]
+    NameTooLong {
+        /// What the name is (queue, header, ...).
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// The broker did not answer in time.
+    #[error("{op} {target:?} timed out")]
+    Timeout {
+        /// The operation.
+        op: &'static str,
+        /// The queue, exchange or URL concerned.
+        target: String,
+    },
+}
+
+impl RabbitError {
+    /// Wraps a lapin error with its context.
+    pub(crate) fn amqp(op: &'static str, target: impl Into<String>, source: lapin::Error) -> Self {
+        RabbitError::Amqp {
+            op,
+            target: target.into(),
+            source,
+        }
+    }
+
+    /// True when the broker reported the queue or exchange missing.
+    pub fn is_not_found(&self) -> bool {
+        self.soft_error() == Some(AMQPSoftError::NOTFOUND)
+    }
+
+    /// True when an existing queue or exchange has other arguments than
+    /// the ones declared.
+    pub fn is_precondition_failed(&self) -> bool {
+        self.soft_error() == Some(AMQPSoftError::PRECONDITIONFAILED)
+    }
+
+    fn soft_error(&self) -> Option<AMQPSoftError> {
+        match self {
+            RabbitError::Amqp { source, .. } => match source.kind() {
+                lapin::ErrorKind::ProtocolError(e) => match e.kind() {
+                    AMQPErrorKind::Soft(soft) => Some(soft.clone()),
+                    AMQPErrorKind::Hard(_) => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// True when repeating the operation may succeed (connection or
+    /// channel lost, broker busy), false for refusals that will repeat.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            RabbitError::Amqp { .. } => !matches!(
+                self.soft_error(),
+                Some(
+                    AMQPSoftError::NOTFOUND
+                        | AMQPSoftError::PRECONDITIONFAILED
+                        | AMQPSoftError::ACCESSREFUSED
+                )
+            ),
+            RabbitError::Nacked { .. } | RabbitError::Timeout { .. } => true,
+            RabbitError::Returned { .. } | RabbitError::NameTooLong { .. } => false,
+        }
+    }
+}
+
+impl From<RabbitError> for Error {
+    fn from(err: RabbitError) -> Self {
+        let retryable = err.is_retryable();
+        Error::backend(err, retryable)
+    }
+}

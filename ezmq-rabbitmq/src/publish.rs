@@ -1,0 +1,254 @@
+//! Publishing with confirms: immediate, or through the delay levels.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ezmq_core::{Headers, Result};
+use lapin::options::BasicPublishOptions;
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Confirmation};
+
+use crate::backend::Inner;
+use crate::error::RabbitError;
+use crate::names::{delay_bit_header, short};
+use crate::session::Session;
+use crate::topology::{self, string};
+
+/// Header holding the deadline (Unix ms) of a delayed message with a TTL:
+/// the per-message `expiration` cannot go through the delay levels (it
+/// would dead-letter the message early), so consumers drop it after this.
+pub(crate) const EXPIRES_AT_HEADER: &str = "ezmq-expires-at";
+
+/// Header holding the delay (ms) still to wait after this pass through
+/// the delay levels, for delays longer than one pass holds: the consumer
+/// that receives it sends it through the levels again.
+pub(crate) const REMAINING_HEADER: &str = "ezmq-delay-remaining";
+
+/// One message to send to a queue.
+#[derive(Debug)]
+pub(crate) struct Outgoing<'a> {
+    /// The destination queue.
+    pub(crate) queue: &'a str,
+    pub(crate) body: &'a [u8],
+    pub(crate) headers: &'a Headers,
+    pub(crate) message_id: &'a str,
+    pub(crate) delay: Option<Duration>,
+    pub(crate) ttl: Option<Duration>,
+    /// Declare the queue first (topics), or assume it exists (retries of
+    /// a queue being consumed, whose arguments may differ).
+    pub(crate) declare: bool,
+}
+
+/// Whole milliseconds of `d`, rounded up: a delay is never shortened.
+pub(crate) fn ceil_millis(d: Duration) -> u64 {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+/// Publishes and waits for the broker's confirm. A connection that turns
+/// out dead is replaced and the publish tried again; so is a nack (the
+/// broker did not store the message: a quorum queue without a leader yet,
+/// just after it was declared or during a leader election), up to
+/// [`NACK_RETRIES`] times with a short backoff.
+pub(crate) async fn send(inner: &Inner, out: &Outgoing<'_>) -> Result<()> {
+    let mut nacks = 0;
+    loop {
+        let session = inner.connector.session().await?;
+        match send_on(inner, &session, out).await {
+            Ok(()) => return Ok(()),
+            Err(err) if !session.is_alive() => {
+                tracing::debug!(cause = %err, "connection lost during a publish; reconnecting");
+                inner.connector.invalidate(session.generation);
+                let session = inner.connector.session().await?;
+                return Ok(send_on(inner, &session, out).await?);
+            }
+            Err(RabbitError::Nacked { target }) if nacks < NACK_RETRIES => {
+                nacks += 1;
+                tracing::debug!(%target, nacks, "publish nacked; trying again");
+                tokio::time::sleep(Duration::from_millis(50 << nacks)).await;
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+}
+
+/// How many nacks of one publish [`send`] absorbs.
+const NACK_RETRIES: u32 = 4;
+
+async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result<(), RabbitError> {
+    let config = &inner.config;
+    if out.declare {
+        topology::topic_queue(session, config, out.queue).await?;
+    }
+    let total_ms = out.delay.map_or(0, ceil_millis);
+    let max_ms = u64::try_from(config.max_delay().as_millis()).unwrap_or(u64::MAX);
+    let delay_ms = total_ms.min(max_ms);
+    let mut table = header_table(out.headers)?;
+    let mut properties = BasicProperties::default()
+        .with_message_id(short("message id", out.message_id)?)
+        .with_delivery_mode(if config.persistent { 2 } else { 1 });
+    let exchange = if delay_ms == 0 {
+        if let Some(ttl) = out.ttl {
+            properties = properties.with_expiration(ceil_millis(ttl).to_string().into());
+        }
+        String::new()
+    } else {
+        topology::delay_levels(session, config, &inner.names).await?;
+        topology::deliver_binding(session, &inner.names, out.queue).await?;
+        if let Some(ttl) = out.ttl {
+            let deadline = unix_millis().saturating_add(ceil_millis(ttl));
+            table.insert(EXPIRES_AT_HEADER.into(), string(&deadline.to_string()));
+        }
+        if total_ms > delay_ms {
+            table.insert(
+                REMAINING_HEADER.into(),
+                string(&(total_ms - delay_ms).to_string()),
+            );
+        }
+        let top = top_level(delay_ms);
+        for level in 0..=top {
+            let bit = if delay_ms >> level & 1 == 1 { "1" } else { "0" };
+            table.insert(delay_bit_header(level).into(), string(bit));
+        }
+        inner.names.delay_level(top)
+    };
+    properties = properties.with_headers(table);
+    confirm(session, &exchange, out.queue, out.body, properties, true).await
+}
+
+/// The level a delay of `ms` (> 0) enters at: its highest set bit.
+pub(crate) fn top_level(ms: u64) -> u8 {
+    u8::try_from(63 - ms.leading_zeros()).unwrap_or(63)
+}
+
+/// Publishes on the confirm channel and turns the confirm into a result.
+pub(crate) async fn confirm(
+    session: &Session,
+    exchange: &str,
+    routing_key: &str,
+    body: &[u8],
+    properties: BasicProperties,
+    mandatory: bool,
+) -> Result<(), RabbitError> {
+    let target = if exchange.is_empty() {
+        routing_key
+    } else {
+        exchange
+    };
+    let channel = session.publisher().await?;
+    let confirm = channel
+        .basic_publish(
+            short("exchange", exchange)?,
+            short("routing key", routing_key)?,
+            BasicPublishOptions {
+                mandatory,
+                ..BasicPublishOptions::default()
+            },
+            body,
+            properties,
+        )
+        .await
+        .map_err(|e| RabbitError::amqp("basic.publish", target, e))?
+        .await
+        .map_err(|e| RabbitError::amqp("basic.publish", target, e))?;
+    match confirm {
+        Confirmation::Ack(None) | Confirmation::NotRequested => Ok(()),
+        Confirmation::Ack(Some(returned)) => Err(RabbitError::Returned {
+            target: target.to_owned(),
+            code: returned.reply_code,
+            text: returned.reply_text.to_string(),
+        }),
+        Confirmation::Nack(_) => Err(RabbitError::Nacked {
+            target: target.to_owned(),
+        }),
+    }
+}
+
+/// ezmq headers as AMQP headers (long strings).
+pub(crate) fn header_table(headers: &Headers) -> Result<FieldTable, RabbitError> {
+    let mut table = FieldTable::default();
+    for (name, value) in headers.iter() {
+        table.insert(short("header", name)?, string(value));
+    }
+    Ok(table)
+}
+
+/// AMQP headers as ezmq headers: strings and numbers kept, the broker's
+/// own (`x-…`) and the delay plumbing left out.
+pub(crate) fn headers_of(table: Option<&FieldTable>) -> Headers {
+    let mut headers = Headers::new();
+    let Some(table) = table else {
+        return headers;
+    };
+    for (name, value) in table.inner() {
+        let name: &str = name.as_str();
+        if name.starts_with("x-") || name.starts_with("ezmq-delay-") || name == EXPIRES_AT_HEADER {
+            continue;
+        }
+        if let Some(value) = value_string(value) {
+            headers.insert(name, value);
+        }
+    }
+    headers
+}
+
+/// A header value as text, when it is a string or a number.
+pub(crate) fn value_string(value: &AMQPValue) -> Option<String> {
+    Some(match value {
+        AMQPValue::LongString(s) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+        AMQPValue::ShortString(s) => s.as_str().to_owned(),
+        AMQPValue::ShortShortInt(n) => n.to_string(),
+        AMQPValue::ShortShortUInt(n) => n.to_string(),
+        AMQPValue::ShortInt(n) => n.to_string(),
+        AMQPValue::ShortUInt(n) => n.to_string(),
+        AMQPValue::LongInt(n) => n.to_string(),
+        AMQPValue::LongUInt(n) => n.to_string(),
+        AMQPValue::LongLongInt(n) => n.to_string(),
+        AMQPValue::Timestamp(n) => n.to_string(),
+        AMQPValue::Boolean(b) => b.to_string(),
+        _ => return None,
+    })
+}
+
+/// A header as a number.
+pub(crate) fn header_u64(table: Option<&FieldTable>, name: &str) -> Option<u64> {
+    let value = table?.inner().get(name)?;
+    value_string(value)?.parse().ok()
+}
+
+pub(crate) fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A new message id.
+pub(crate) fn new_message_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_round_up_and_pick_levels() {
+        assert_eq!(ceil_millis(Duration::from_micros(1)), 1);
+        assert_eq!(ceil_millis(Duration::from_millis(1000)), 1000);
+        assert_eq!(top_level(1), 0);
+        assert_eq!(top_level(1000), 9);
+        assert_eq!(top_level(3_600_000), 21);
+    }
+
+    #[test]
+    fn headers_round_trip_without_plumbing() {
+        let headers: Headers = [("tenant", "acme"), ("ezmq-attempt", "2")]
+            .into_iter()
+            .collect();
+        let mut table = header_table(&headers).unwrap();
+        table.insert("x-death".into(), AMQPValue::Void);
+        table.insert("ezmq-delay-b03".into(), string("1"));
+        table.insert("x-delivery-count".into(), AMQPValue::LongInt(2));
+        assert_eq!(headers_of(Some(&table)), headers);
+        assert_eq!(header_u64(Some(&table), "x-delivery-count"), Some(2));
+    }
+}

@@ -1,0 +1,261 @@
+//! One AMQP connection with its publisher-confirm channel, and the
+//! reconnecting holder of the current one.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, RwLock};
+use std::time::{Duration, Instant};
+
+use ezmq_core::{Error, Result};
+use lapin::options::ConfirmSelectOptions;
+use lapin::{Channel, Connection, ConnectionProperties};
+
+use crate::config::{redact, RabbitConfig};
+use crate::error::RabbitError;
+
+/// A live connection: its generation (bumped on every reconnect), the
+/// channel publishes and their confirms go through, and what has been
+/// declared on it (declarations are redone after a reconnect).
+pub(crate) struct Session {
+    pub(crate) generation: u64,
+    connection: Connection,
+    publisher: StdMutex<Channel>,
+    declared: StdMutex<HashSet<String>>,
+}
+
+impl fmt::Debug for Session {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Session")
+            .field("generation", &self.generation)
+            .field("connected", &self.is_alive())
+            .finish()
+    }
+}
+
+impl Session {
+    async fn open(config: &RabbitConfig, generation: u64) -> Result<Self, RabbitError> {
+        let url = redact(&config.url);
+        let properties = ConnectionProperties::default()
+            .with_connection_name(format!("ezmq-{}", std::process::id()).into());
+        let connection = tokio::time::timeout(
+            config.connect_timeout,
+            Connection::connect(&config.url, properties),
+        )
+        .await
+        .map_err(|_| RabbitError::Timeout {
+            op: "connect",
+            target: url.clone(),
+        })?
+        .map_err(|e| RabbitError::amqp("connect", url.clone(), e))?;
+        let publisher = confirm_channel(&connection).await?;
+        Ok(Session {
+            generation,
+            connection,
+            publisher: StdMutex::new(publisher),
+            declared: StdMutex::new(HashSet::new()),
+        })
+    }
+
+    /// True while the connection is up.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.connection.status().connected()
+    }
+
+    /// A new channel (for consumers, and for declarations that may fail
+    /// and close their channel).
+    pub(crate) async fn channel(&self) -> Result<Channel, RabbitError> {
+        self.connection
+            .create_channel()
+            .await
+            .map_err(|e| RabbitError::amqp("channel.open", "", e))
+    }
+
+    /// The publisher-confirm channel, reopened when the broker closed it.
+    pub(crate) async fn publisher(&self) -> Result<Channel, RabbitError> {
+        let current = self.publisher.lock().map(|c| c.clone()).ok();
+        if let Some(channel) = current.filter(|c| c.status().connected()) {
+            return Ok(channel);
+        }
+        let fresh = confirm_channel(&self.connection).await?;
+        if let Ok(mut slot) = self.publisher.lock() {
+            if slot.status().connected() {
+                return Ok(slot.clone());
+            }
+            *slot = fresh.clone();
+        }
+        Ok(fresh)
+    }
+
+    /// True when `key` was declared on this connection.
+    pub(crate) fn is_declared(&self, key: &str) -> bool {
+        self.declared.lock().is_ok_and(|d| d.contains(key))
+    }
+
+    /// Remembers that `key` is declared on this connection.
+    pub(crate) fn mark_declared(&self, key: String) {
+        if let Ok(mut declared) = self.declared.lock() {
+            declared.insert(key);
+        }
+    }
+
+    /// Forgets a declaration (the broker deleted the queue).
+    pub(crate) fn forget_declared(&self, key: &str) {
+        if let Ok(mut declared) = self.declared.lock() {
+            declared.remove(key);
+        }
+    }
+
+    async fn close(&self) {
+        if self.is_alive() {
+            if let Err(err) = self
+                .connection
+                .close(200, "ezmq client closed".into())
+                .await
+            {
+                tracing::debug!(cause = %err, "closing the AMQP connection failed");
+            }
+        }
+    }
+}
+
+async fn confirm_channel(connection: &Connection) -> Result<Channel, RabbitError> {
+    let channel = connection
+        .create_channel()
+        .await
+        .map_err(|e| RabbitError::amqp("channel.open", "publisher", e))?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(|e| RabbitError::amqp("confirm.select", "publisher", e))?;
+    Ok(channel)
+}
+
+/// Reconnection state: when the next attempt is allowed.
+#[derive(Debug, Default)]
+struct Reconnect {
+    next_generation: u64,
+    failures: u32,
+    retry_at: Option<Instant>,
+}
+
+/// Holds the current [`Session`] and replaces it when the connection
+/// drops. Reconnecting is lazy (the next call that needs the broker
+/// reconnects) and backs off after failures: calls during the backoff fail
+/// at once with a retryable [`Error::Connect`] instead of piling up.
+pub(crate) struct Connector {
+    config: RabbitConfig,
+    current: RwLock<Option<Arc<Session>>>,
+    reconnect: tokio::sync::Mutex<Reconnect>,
+    closed: AtomicBool,
+}
+
+impl fmt::Debug for Connector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connector")
+            .field("url", &redact(&self.config.url))
+            .field("closed", &self.closed.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+impl Connector {
+    pub(crate) fn new(config: RabbitConfig) -> Self {
+        Connector {
+            config,
+            current: RwLock::new(None),
+            reconnect: tokio::sync::Mutex::new(Reconnect::default()),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn live(&self) -> Option<Arc<Session>> {
+        self.current
+            .read()
+            .ok()
+            .and_then(|s| s.clone())
+            .filter(|s| s.is_alive())
+    }
+
+    /// The live session, reconnecting when the last one dropped.
+    pub(crate) async fn session(&self) -> Result<Arc<Session>> {
+        if self.is_closed() {
+            return Err(Error::Shutdown);
+        }
+        if let Some(session) = self.live() {
+            return Ok(session);
+        }
+        let mut state = self.reconnect.lock().await;
+        if let Some(session) = self.live() {
+            return Ok(session);
+        }
+        if self.is_closed() {
+            return Err(Error::Shutdown);
+        }
+        if let Some(at) = state.retry_at.filter(|at| *at > Instant::now()) {
+            return Err(Error::Connect {
+                addrs: redact(&self.config.url),
+                source: format!(
+                    "broker unreachable; next reconnection attempt in {:?}",
+                    at - Instant::now()
+                )
+                .into(),
+            });
+        }
+        let generation = state.next_generation;
+        match Session::open(&self.config, generation).await {
+            Ok(session) => {
+                if generation > 0 {
+                    tracing::info!(generation, "reconnected to RabbitMQ");
+                }
+                state.next_generation += 1;
+                state.failures = 0;
+                state.retry_at = None;
+                let session = Arc::new(session);
+                if let Ok(mut current) = self.current.write() {
+                    *current = Some(Arc::clone(&session));
+                }
+                Ok(session)
+            }
+            Err(err) => {
+                state.failures = state.failures.saturating_add(1);
+                let backoff = Duration::from_millis(100)
+                    .saturating_mul(1 << state.failures.min(10))
+                    .min(self.config.max_reconnect_backoff);
+                state.retry_at = Some(Instant::now() + backoff);
+                tracing::warn!(cause = %err, retry_in = ?backoff, "cannot connect to RabbitMQ");
+                Err(Error::Connect {
+                    addrs: redact(&self.config.url),
+                    source: Box::new(err),
+                })
+            }
+        }
+    }
+
+    /// Drops `generation`'s session after an error that showed it dead.
+    pub(crate) fn invalidate(&self, generation: u64) {
+        if let Ok(mut current) = self.current.write() {
+            if current
+                .as_ref()
+                .is_some_and(|s| s.generation == generation && !s.is_alive())
+            {
+                *current = None;
+            }
+        }
+    }
+
+    /// Closes the connection; every later call fails with
+    /// [`Error::Shutdown`].
+    pub(crate) async fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let _state = self.reconnect.lock().await;
+        let session = self.current.write().ok().and_then(|mut s| s.take());
+        if let Some(session) = session {
+            session.close().await;
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Declaring queues, exchanges and bindings (once per connection).
+
+use std::time::Duration;
+
+use lapin::options::{
+    ExchangeBindOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString};
+use lapin::{Channel, ExchangeKind};
+
+use crate::config::{QueueType, RabbitConfig};
+use crate::error::RabbitError;
+use crate::names::{delay_bit_header, short, Names};
+use crate::session::Session;
+
+/// Arguments of the queues ezmq declares.
+pub(crate) fn queue_args(config: &RabbitConfig) -> FieldTable {
+    let mut args = FieldTable::default();
+    if config.queue_type == QueueType::Quorum {
+        args.insert("x-queue-type".into(), string(QueueType::Quorum.as_str()));
+    }
+    args
+}
+
+pub(crate) fn string(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s))
+}
+
+pub(crate) fn millis(d: Duration) -> AMQPValue {
+    AMQPValue::LongLongInt(i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1))
+}
+
+fn queue_options(config: &RabbitConfig) -> QueueDeclareOptions {
+    QueueDeclareOptions {
+        durable: config.durable || config.queue_type == QueueType::Quorum,
+        ..QueueDeclareOptions::default()
+    }
+}
+
+fn exchange_options(config: &RabbitConfig) -> ExchangeDeclareOptions {
+    ExchangeDeclareOptions {
+        durable: config.durable,
+        ..ExchangeDeclareOptions::default()
+    }
+}
+
+/// Runs `declare` on a channel of its own (a refused declaration closes
+/// its channel), once per connection and `key`.
+async fn once<F, Fut>(session: &Session, key: String, declare: F) -> Result<(), RabbitError>
+where
+    F: FnOnce(Channel) -> Fut,
+    Fut: std::future::Future<Output = Result<(), RabbitError>>,
+{
+    if session.is_declared(&key) {
+        return Ok(());
+    }
+    let channel = session.channel().await?;
+    let result = declare(channel.clone()).await;
+    if channel.status().connected() {
+        let _ = channel.close(200, "declared".into()).await;
+    }
+    result?;
+    session.mark_declared(key);
+    Ok(())
+}
+
+/// Declares a topic's queue.
+pub(crate) async fn topic_queue(
+    session: &Session,
+    config: &RabbitConfig,
+    queue: &str,
+) -> Result<(), RabbitError> {
+    once(session, format!("q:{queue}"), |ch| async move {
+        declare_queue(&ch, queue, queue_options(config), queue_args(config)).await
+    })
+    .await
+}
+
+/// Forgets that a topic's queue was declared (it was deleted).
+pub(crate) fn forget_topic_queue(session: &Session, queue: &str) {
+    session.forget_declared(&format!("q:{queue}"));
+}
+
+pub(crate) async fn declare_queue(
+    channel: &Channel,
+    queue: &str,
+    options: QueueDeclareOptions,
+    args: FieldTable,
+) -> Result<(), RabbitError> {
+    channel
+        .queue_declare(short("queue", queue)?, options, args)
+        .await
+        .map_err(|e| RabbitError::amqp("queue.declare", queue, e))?;
+    Ok(())
+}
+
+/// Declares the fan-out exchange of a broadcast topic.
+pub(crate) async fn fanout_exchange(
+    session: &Session,
+    config: &RabbitConfig,
+    exchange: &str,
+) -> Result<(), RabbitError> {
+    once(session, format!("x:{exchange}"), |ch| async move {
+        ch.exchange_declare(
+            short("exchange", exchange)?,
+            ExchangeKind::Fanout,
+            exchange_options(config),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| RabbitError::amqp("exchange.declare", exchange, e))
+    })
+    .await
+}
+
+/// Declares a consumer group's queue (expiring after `retention` unused)
+/// bound to its topic's fan-out exchange.
+pub(crate) async fn group_queue(
+    session: &Session,
+    config: &RabbitConfig,
+    exchange: &str,
+    queue: &str,
+    retention: Duration,
+) -> Result<(), RabbitError> {
+    fanout_exchange(session, config, exchange).await?;
+    // Declared again on every refresh: a declaration resets `x-expires`.
+    let channel = session.channel().await?;
+    let mut args = queue_args(config);
+    args.insert("x-expires".into(), millis(retention));
+    let result = async {
+        declare_queue(&channel, queue, queue_options(config), args).await?;
+        channel
+            .queue_bind(
+                short("queue", queue)?,
+                short("exchange", exchange)?,
+                "".into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| RabbitError::amqp("queue.bind", queue, e))
+    }
+    .await;
+    if channel.status().connected() {
+        let _ = channel.close(200, "declared".into()).await;
+    }
+    result
+}
+
+/// Declares the binary delay levels: level `k` is a headers exchange and
+/// a queue whose messages wait `2^k` ms (`x-message-ttl`) before being
+/// dead-lettered to level `k - 1` (level 0: to the deliver exchange). A
+/// message enters at the level of its delay's highest set bit; at each
+/// level it goes through the queue when its bit is 1 and straight to the
+/// next level's exchange when it is 0 (header `ezmq-delay-bKK`).
+pub(crate) async fn delay_levels(
+    session: &Session,
+    config: &RabbitConfig,
+    names: &Names,
+) -> Result<(), RabbitError> {
+    once(session, "delay-levels".to_owned(), |ch| async move {
+        let deliver = names.delay_deliver();
+        ch.exchange_declare(
+            short("exchange", &deliver)?,
+            ExchangeKind::Direct,
+            exchange_options(config),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| RabbitError::amqp("exchange.declare", deliver.as_str(), e))?;
+        for level in 0..config.delay_levels {
+            let name = names.delay_level(level);
+            let next = match level {
+                0 => deliver.clone(),
+                _ => names.delay_level(level - 1),
+            };
+            ch.exchange_declare(
+                short("exchange", &name)?,
+                ExchangeKind::Headers,
+                exchange_options(config),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| RabbitError::amqp("exchange.declare", name.as_str(), e))?;
+            let mut args = queue_args(config);
+            args.insert(
+                "x-message-ttl".into(),
+                AMQPValue::LongLongInt(1i64 << level),
+            );
+            args.insert("x-dead-letter-exchange".into(), string(&next));
+            if config.queue_type == QueueType::Quorum {
+                // Dead-lettering with confirms (RabbitMQ >= 3.10): a message
+                // never leaves a level before the next one has it.
+                args.insert("x-dead-letter-strategy".into(), string("at-least-once"));
+                args.insert("x-overflow".into(), string("reject-publish"));
+            }
+            declare_queue(&ch, &name, queue_options(config), args).await?;
+            let bit = delay_bit_header(level);
+            ch.queue_bind(
+                short("queue", &name)?,
+                short("exchange", &name)?,
+                "".into(),
+                QueueBindOptions::default(),
+                bit_match(&bit, "1"),
+            )
+            .await
+            .map_err(|e| RabbitError::amqp("queue.bind", name.as_str(), e))?;
+            ch.exchange_bind(
+                short("exchange", &next)?,
+                short("exchange", &name)?,
+                "".into(),
+                ExchangeBindOptions::default(),
+                bit_match(&bit, "0"),
+            )
+            .await
+            .map_err(|e| RabbitError::amqp("exchange.bind", name.as_str(), e))?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+fn bit_match(header: &str, value: &str) -> FieldTable {
+    let mut args = FieldTable::default();
+    args.insert("x-match".into(), string("all"));
+    args.insert(header.into(), string(value));
+    args
+}
+
+/// Binds `queue` to the deliver exchange so delayed messages reach it.
+pub(crate) async fn deliver_binding(
+    session: &Session,
+    names: &Names,
+    queue: &str,
+) -> Result<(), RabbitError> {
+    once(session, format!("d:{queue}"), |ch| async move {
+        ch.queue_bind(
+            short("queue", queue)?,
+            short("exchange", &names.delay_deliver())?,
+            short("routing key", queue)?,
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| RabbitError::amqp("queue.bind", queue, e))
+    })
+    .await
+}

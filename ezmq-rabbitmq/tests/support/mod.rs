@@ -1,0 +1,75 @@
+//! Shared helpers: the broker URL, the skip rule, unique names, cleanup.
+#![allow(dead_code, unreachable_pub)]
+
+use ezmq_rabbitmq::{RabbitBackend, RabbitConfig};
+use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
+use lapin::{Channel, Connection, ConnectionProperties};
+
+/// The broker the tests use.
+pub fn url() -> String {
+    std::env::var("EZMQ_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+fn required() -> bool {
+    std::env::var("EZMQ_REQUIRE_BROKERS").is_ok_and(|v| {
+        v.split(',')
+            .map(str::trim)
+            .any(|b| b == "all" || b == "rabbitmq")
+    })
+}
+
+/// A config for the test broker, or `None` (after printing the skip
+/// line) when nothing answers and the broker is not required.
+pub async fn config() -> Option<RabbitConfig> {
+    let url = url();
+    let config = RabbitConfig::default()
+        .with_url(url.clone())
+        .with_connect_timeout(std::time::Duration::from_secs(3));
+    match RabbitBackend::connect(config.clone()).await {
+        Ok(backend) => {
+            use ezmq_core::spi::Backend;
+            let _ = backend.close().await;
+            Some(config)
+        }
+        Err(err) if err.is_connection_error() && !required() => {
+            println!("skipped: no broker at {url}");
+            None
+        }
+        Err(err) => panic!("RabbitMQ at {url} is required: {err}"),
+    }
+}
+
+/// A unique topic name.
+pub fn topic(what: &str) -> String {
+    format!("ezmq-test-{what}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// A raw channel for inspection and cleanup.
+pub async fn raw_channel() -> (Connection, Channel) {
+    let conn = Connection::connect(&url(), ConnectionProperties::default())
+        .await
+        .expect("raw connection");
+    let channel = conn.create_channel().await.expect("raw channel");
+    (conn, channel)
+}
+
+/// Deletes queues and exchanges (ignoring the ones already gone).
+pub async fn cleanup(queues: &[String], exchanges: &[String]) {
+    let (conn, _) = raw_channel().await;
+    for q in queues {
+        if let Ok(ch) = conn.create_channel().await {
+            let _ = ch
+                .queue_delete(q.as_str().into(), QueueDeleteOptions::default())
+                .await;
+        }
+    }
+    for x in exchanges {
+        if let Ok(ch) = conn.create_channel().await {
+            let _ = ch
+                .exchange_delete(x.as_str().into(), ExchangeDeleteOptions::default())
+                .await;
+        }
+    }
+    let _ = conn.close(200, "cleanup".into()).await;
+}
