@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ezmq_disque::spi::Backend;
 use ezmq_disque::{MqClient, PushOptions, Topic};
 use tokio::task::JoinSet;
 
