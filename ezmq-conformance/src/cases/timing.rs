@@ -84,7 +84,7 @@ pub async fn delayed_delivery_never_early(ctx: Ctx) {
 /// either of two consumers (the listener extends the lease while it runs).
 ///
 /// Without the capability, extending the lease of a delivery fails with
-/// [`Error::Unsupported`]; without a short-lease client, the case skips.
+/// [`Error::Unsupported`](ezmq_core::Error::Unsupported); without a short-lease client, the case skips.
 pub async fn long_handler_gets_no_duplicate(ctx: Ctx) {
     let client = ctx.client().clone();
     if !ctx.has(Capability::LeaseExtension) {
