@@ -23,7 +23,7 @@ trap cleanup EXIT INT TERM
 # Waits until file $1 has $2 lines (the "ready" lines), up to 30 s.
 wait_ready() {
     i=0
-    while [ "$(wc -l < "$1" 2>/dev/null || echo 0)" -lt "$2" ]; do
+    while [ "$(cat "$1" 2>/dev/null | wc -l)" -lt "$2" ]; do
         i=$((i + 1))
         [ $i -gt 300 ] && { echo "server did not start" >&2; exit 2; }
         sleep 0.1

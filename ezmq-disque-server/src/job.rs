@@ -1,5 +1,6 @@
 //! Jobs, job IDs and ID generation.
 
+use crate::body::Body;
 use bytes::Bytes;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
@@ -117,7 +118,7 @@ impl JobState {
 pub(crate) struct Job {
     pub(crate) id: JobId,
     pub(crate) queue: Bytes,
-    pub(crate) body: Bytes,
+    pub(crate) body: Body,
     pub(crate) state: JobState,
     pub(crate) repl: u16,
     /// Creation time: unix milliseconds * 1e6 plus a per-millisecond counter.
@@ -125,25 +126,23 @@ pub(crate) struct Job {
     /// Expire time, unix milliseconds.
     pub(crate) etime: u64,
     /// Delay in seconds.
-    pub(crate) delay: u64,
+    pub(crate) delay: u32,
     /// Retry period in seconds (0 = at most once).
-    pub(crate) retry: u64,
+    pub(crate) retry: u32,
     /// Next time the job is (re)queued, unix milliseconds; 0 = never.
     pub(crate) qtime: u64,
-    pub(crate) nacks: u64,
-    pub(crate) deliveries: u64,
+    pub(crate) nacks: u32,
+    pub(crate) deliveries: u32,
     /// The job was delivered to a client at least once.
     pub(crate) delivered: bool,
     /// The job was queued at least once (later queueings count as
     /// additional deliveries).
     pub(crate) queued_before: bool,
-    /// Scan sequence number (JSCAN cursor order).
-    pub(crate) seq: u64,
     /// Key of this job in the timer set (0 = not scheduled).
     pub(crate) timer: u64,
     /// Cluster only: bus indexes of the nodes holding a copy (this node
     /// included). Empty on a standalone node, where SHOW lists only itself.
-    pub(crate) nodes: Vec<u16>,
+    pub(crate) nodes: Nodes,
     /// Cluster only: a dummy ACK for an unknown job (no queue, no body).
     pub(crate) dummy: bool,
     /// Cluster only: WILLQUEUE was sent; queue at `qtime` unless another
@@ -157,7 +156,7 @@ impl Job {
     pub(crate) fn new(
         id: JobId,
         queue: Bytes,
-        body: Bytes,
+        body: Body,
         repl: u16,
         ctime: u64,
         etime: u64,
@@ -172,16 +171,15 @@ impl Job {
             repl,
             ctime,
             etime,
-            delay,
-            retry,
+            delay: u32::try_from(delay).unwrap_or(u32::MAX),
+            retry: u32::try_from(retry).unwrap_or(u32::MAX),
             qtime: 0,
             nacks: 0,
             deliveries: 0,
             delivered: false,
             queued_before: false,
-            seq: 0,
             timer: 0,
-            nodes: Vec::new(),
+            nodes: Nodes::default(),
             dummy: false,
             willqueue: false,
         }
@@ -207,6 +205,42 @@ impl Job {
             at = at.min(self.qtime);
         }
         at
+    }
+}
+
+/// The bus indexes of the nodes holding a job: one pointer, no allocation
+/// while empty (always on a standalone node).
+// Boxed on purpose: 8 bytes in every job instead of a 24-byte `Vec`.
+#[allow(clippy::box_collection)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Nodes(Option<Box<Vec<u16>>>);
+
+impl Nodes {
+    /// Adds a node (no duplicate check).
+    pub(crate) fn push(&mut self, n: u16) {
+        self.0.get_or_insert_with(Box::default).push(n);
+    }
+
+    /// Adds every node of `from` missing here.
+    pub(crate) fn merge(&mut self, from: &[u16]) {
+        for &n in from {
+            if !self.contains(&n) {
+                self.push(n);
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Nodes {
+    type Target = [u16];
+    fn deref(&self) -> &[u16] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+}
+
+impl From<Vec<u16>> for Nodes {
+    fn from(v: Vec<u16>) -> Nodes {
+        Nodes((!v.is_empty()).then(|| Box::new(v)))
     }
 }
 

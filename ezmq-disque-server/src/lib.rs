@@ -16,12 +16,14 @@
 //! # }
 //! ```
 
+mod body;
 mod clients;
 mod cluster;
 mod cmd;
 mod connection;
 mod frame;
 mod job;
+mod jobtable;
 mod limits;
 mod parse;
 mod persist;

@@ -1,6 +1,6 @@
 //! Queues: jobs ordered by creation time, blocked clients, pause state.
 
-use crate::job::JobId;
+use crate::jobtable::Key;
 use bytes::Bytes;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -8,8 +8,8 @@ use std::collections::{BTreeSet, VecDeque};
 #[derive(Debug)]
 pub(crate) struct Queue {
     pub(crate) name: Bytes,
-    /// Queued jobs ordered by `(ctime, id)`.
-    pub(crate) jobs: BTreeSet<(u64, JobId)>,
+    /// The queued jobs: `key(ctime, slot)`, oldest first.
+    pub(crate) jobs: BTreeSet<Key>,
     /// IDs of blocked GETJOB waiters, in blocking order.
     pub(crate) blocked: VecDeque<u64>,
     pub(crate) paused_in: bool,

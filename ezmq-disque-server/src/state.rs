@@ -5,6 +5,7 @@ use crate::clients::Clients;
 use crate::cluster::{AckWait, Link, ReplWait};
 use crate::frame::Frame;
 use crate::job::{Job, JobId, JobState, Rng};
+use crate::jobtable::{key, key_slot, key_time, JobTable, Key, Slot};
 use crate::limits::QueryBudget;
 use crate::persist::AofLog;
 use crate::queue::Queue;
@@ -114,11 +115,12 @@ pub(crate) struct Waiter {
 #[derive(Debug)]
 pub(crate) struct Store {
     pub(crate) prefix: [u8; 8],
-    pub(crate) jobs: HashMap<JobId, Box<Job>>,
-    pub(crate) job_scan: BTreeMap<u64, JobId>,
+    /// Every job, by id and by slot.
+    pub(crate) jobs: JobTable,
     pub(crate) queues: HashMap<Bytes, Queue>,
     pub(crate) queue_scan: BTreeMap<u64, Bytes>,
-    pub(crate) timers: BTreeSet<(u64, JobId)>,
+    /// `(due time, slot)` of every scheduled job.
+    pub(crate) timers: BTreeSet<Key>,
     pub(crate) waiters: HashMap<u64, Waiter>,
     pub(crate) next_seq: u64,
     pub(crate) prev_ctime: u64,
@@ -138,8 +140,7 @@ impl Store {
     fn new(prefix: [u8; 8], link: Option<Link>) -> Store {
         Store {
             prefix,
-            jobs: HashMap::new(),
-            job_scan: BTreeMap::new(),
+            jobs: JobTable::new(),
             queues: HashMap::new(),
             queue_scan: BTreeMap::new(),
             timers: BTreeSet::new(),
@@ -188,15 +189,17 @@ impl Store {
     }
 
     /// Registers a freshly created job and schedules it.
-    pub(crate) fn register_job(&mut self, mut job: Job) {
-        job.seq = self.seq();
+    pub(crate) fn register_job(&mut self, job: Job) {
         self.used_memory += job.mem_size();
-        self.job_scan.insert(job.seq, job.id);
         let id = job.id;
         if let Some(aof) = &self.aof {
             aof.job(&job);
         }
-        self.jobs.insert(id, Box::new(job));
+        if self.jobs.contains_key(&id) {
+            // Not for fresh ids: keep the queue and timer indexes consistent.
+            self.delete_job(&id);
+        }
+        self.jobs.insert(job);
         self.schedule(id);
     }
 
@@ -223,11 +226,14 @@ impl Store {
             let id = job.id;
             self.register_job(job);
             if queued {
-                let Some(job) = self.jobs.get_mut(&id) else {
+                let Some(slot) = self.jobs.slot_of(&id) else {
+                    continue;
+                };
+                let Some(job) = self.jobs.at_mut(slot) else {
                     continue;
                 };
                 job.state = JobState::Queued;
-                let key = (job.ctime, job.id);
+                let key = key(job.ctime, slot);
                 let qname = job.queue.clone();
                 let q = self.queue_mut(&qname);
                 q.jobs.insert(key);
@@ -242,18 +248,24 @@ impl Store {
 
     /// Removes a job completely. Returns true if it existed.
     pub(crate) fn delete_job(&mut self, id: &JobId) -> bool {
-        let Some(job) = self.jobs.remove(id) else {
+        let Some(slot) = self.jobs.slot_of(id) else {
+            return false;
+        };
+        // Out of every queue and timer before the slot can be reused.
+        let Some(job) = self.jobs.at(slot) else {
             return false;
         };
         if job.state == JobState::Queued {
             if let Some(q) = self.queues.get_mut(&job.queue) {
-                q.jobs.remove(&(job.ctime, job.id));
+                q.jobs.remove(&key(job.ctime, slot));
             }
         }
         if job.timer != 0 {
-            self.timers.remove(&(job.timer, job.id));
+            self.timers.remove(&key(job.timer, slot));
         }
-        self.job_scan.remove(&job.seq);
+        let Some(job) = self.jobs.remove(id) else {
+            return false;
+        };
         if self.link.is_some() {
             self.repl_wait.remove(id);
             self.acking.remove(id);
@@ -267,7 +279,15 @@ impl Store {
 
     /// Recomputes the timer entry of a job.
     pub(crate) fn schedule(&mut self, id: JobId) {
-        let Some(job) = self.jobs.get_mut(&id) else {
+        let Some(slot) = self.jobs.slot_of(&id) else {
+            return;
+        };
+        self.schedule_slot(slot);
+    }
+
+    /// Recomputes the timer entry of the job in `slot`.
+    pub(crate) fn schedule_slot(&mut self, slot: Slot) {
+        let Some(job) = self.jobs.at_mut(slot) else {
             return;
         };
         let at = job.next_event();
@@ -275,16 +295,19 @@ impl Store {
             return;
         }
         if job.timer != 0 {
-            self.timers.remove(&(job.timer, id));
+            self.timers.remove(&key(job.timer, slot));
         }
         job.timer = at;
-        self.timers.insert((at, id));
+        self.timers.insert(key(at, slot));
     }
 
     /// Puts a job into its queue (Disque `enqueueJob`). Returns false when
     /// the job is already queued or may not be queued again.
     pub(crate) fn enqueue(&mut self, id: JobId, nack: bool, now: u64) -> bool {
-        let Some(job) = self.jobs.get_mut(&id) else {
+        let Some(slot) = self.jobs.slot_of(&id) else {
+            return false;
+        };
+        let Some(job) = self.jobs.at_mut(slot) else {
             return false;
         };
         if job.state == JobState::Queued || job.qtime == 0 {
@@ -295,29 +318,29 @@ impl Store {
         }
         job.state = JobState::Queued;
         job.qtime = if job.retry > 0 {
-            now + job.retry * 1000
+            now + u64::from(job.retry) * 1000
         } else {
             0
         };
         if job.queued_before || nack {
             if nack {
-                job.nacks += 1;
+                job.nacks = job.nacks.saturating_add(1);
             } else {
-                job.deliveries += 1;
+                job.deliveries = job.deliveries.saturating_add(1);
             }
         } else {
             job.queued_before = true;
         }
         job.willqueue = false;
-        let key = (job.ctime, job.id);
+        let qkey = key(job.ctime, slot);
         let qname = job.queue.clone();
         if self.link.is_some() && job.nodes.len() > 1 {
             self.notify_queued(id);
         }
-        self.schedule(id);
+        self.schedule_slot(slot);
         self.log_state(&id);
         let q = self.queue_mut(&qname);
-        q.jobs.insert(key);
+        q.jobs.insert(qkey);
         q.atime = now / 1000;
         q.jobs_in += 1;
         if !q.paused_out && !q.blocked.is_empty() {
@@ -328,16 +351,19 @@ impl Store {
 
     /// Takes a queued job out of its queue, making it active.
     pub(crate) fn dequeue(&mut self, id: &JobId) -> bool {
-        let Some(job) = self.jobs.get_mut(id) else {
+        let Some(slot) = self.jobs.slot_of(id) else {
+            return false;
+        };
+        let Some(job) = self.jobs.at_mut(slot) else {
             return false;
         };
         if job.state != JobState::Queued {
             return false;
         }
         job.state = JobState::Active;
-        let key = (job.ctime, job.id);
+        let qkey = key(job.ctime, slot);
         if let Some(q) = self.queues.get_mut(&job.queue) {
-            q.jobs.remove(&key);
+            q.jobs.remove(&qkey);
         }
         self.log_state(id);
         true
@@ -349,13 +375,13 @@ impl Store {
         if q.paused_out {
             return None;
         }
-        let (_, id) = q.jobs.pop_first()?;
+        let slot = key_slot(&q.jobs.pop_first()?);
         q.atime = now / 1000;
         q.jobs_out += 1;
-        if let Some(job) = self.jobs.get_mut(&id) {
-            job.state = JobState::Active;
-            job.delivered = true;
-        }
+        let job = self.jobs.at_mut(slot)?;
+        job.state = JobState::Active;
+        job.delivered = true;
+        let id = job.id;
         self.log_state(&id);
         Some(id)
     }
@@ -368,7 +394,7 @@ impl Store {
         let mut v = Vec::with_capacity(if withcounters { 7 } else { 3 });
         v.push(Frame::Bulk(job.queue.clone()));
         v.push(Frame::Bulk(job.id.to_bytes()));
-        v.push(Frame::Bulk(job.body.clone()));
+        v.push(Frame::Bulk(job.body.to_bytes()));
         if withcounters {
             v.push(Frame::bulk_static("nacks"));
             v.push(Frame::Integer(job.nacks as i64));
@@ -442,14 +468,16 @@ impl Store {
 
     /// Runs every due timer event (delays, retries, expiry).
     pub(crate) fn process_timers(&mut self, now: u64) {
-        while let Some(&(at, id)) = self.timers.first() {
+        while let Some(k) = self.timers.first() {
+            let (at, slot) = (key_time(k), key_slot(k));
             if at > now {
                 break;
             }
             self.timers.pop_first();
-            let Some(job) = self.jobs.get_mut(&id) else {
+            let Some(job) = self.jobs.at_mut(slot) else {
                 continue;
             };
+            let id = job.id;
             job.timer = 0;
             if job.etime <= now {
                 self.delete_job(&id);
@@ -459,7 +487,7 @@ impl Store {
                 let paused_in =
                     job.retry != 0 && self.queues.get(&job.queue).is_some_and(|q| q.paused_in);
                 if paused_in {
-                    job.qtime = now + job.retry * 1000;
+                    job.qtime = now + u64::from(job.retry) * 1000;
                 } else if self.link.is_some() && job.nodes.len() > 1 && !job.willqueue {
                     // Ask the other holders first: one of them may have
                     // the job queued already.
@@ -474,7 +502,7 @@ impl Store {
                     && job.qtime <= now
                     && job.retry > 0
                 {
-                    job.qtime = now + job.retry * 1000;
+                    job.qtime = now + u64::from(job.retry) * 1000;
                 }
             }
             self.schedule(id);
@@ -507,7 +535,7 @@ impl Store {
     pub(crate) fn add_job(
         &mut self,
         queue: Bytes,
-        body: Bytes,
+        body: crate::body::Body,
         repl: u16,
         ttl: i64,
         retry: i64,
@@ -528,7 +556,7 @@ impl Store {
     pub(crate) fn build_job(
         &mut self,
         queue: Bytes,
-        body: Bytes,
+        body: crate::body::Body,
         repl: u16,
         ttl: i64,
         retry: i64,

@@ -4,7 +4,7 @@
 //! cluster tick, so a job added on another node reaches a blocked consumer
 //! within about [`super::CLUSTER_TICK`].
 
-use super::messages::{merge_nodes, JobData, Msg};
+use super::messages::{JobData, Msg};
 use super::replication::REPLICA_SLACK_MS;
 use crate::job::{JobId, JobState};
 use crate::state::Store;
@@ -76,7 +76,7 @@ impl Store {
             .jobs
             .iter()
             .take(count.max(1))
-            .map(|(_, id)| *id)
+            .map(|k| self.jobs.id_at(crate::jobtable::key_slot(k)))
             .collect();
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
@@ -96,7 +96,7 @@ impl Store {
                 self.delete_job(&id);
             } else {
                 job.willqueue = false;
-                job.qtime = now + job.retry * 1000 + REPLICA_SLACK_MS;
+                job.qtime = now + u64::from(job.retry) * 1000 + REPLICA_SLACK_MS;
                 self.schedule(id);
             }
             out.push(data);
@@ -115,7 +115,7 @@ impl Store {
             let id = data.id;
             let qname = data.queue.clone();
             if let Some(job) = self.jobs.get_mut(&id) {
-                merge_nodes(&mut job.nodes, &data.nodes);
+                job.nodes.merge(&data.nodes);
                 if !job.nodes.contains(&link.me) {
                     job.nodes.push(link.me);
                 }
@@ -130,7 +130,7 @@ impl Store {
                     job.qtime = now;
                 }
             } else {
-                let qtime = now + data.retry * 1000;
+                let qtime = now + u64::from(data.retry) * 1000;
                 let job = data.into_job(link.me, qtime, false);
                 self.register_job(job);
             }

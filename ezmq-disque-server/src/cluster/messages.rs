@@ -21,8 +21,8 @@ pub(crate) enum Msg {
     /// requeue and take the counters.
     Queued {
         id: JobId,
-        nacks: u64,
-        deliveries: u64,
+        nacks: u32,
+        deliveries: u32,
     },
     /// The sender is about to requeue the job (Disque `WILLQUEUE`): answer
     /// `Queued` if it is queued here.
@@ -56,11 +56,11 @@ pub(crate) struct JobData {
     pub(crate) repl: u16,
     pub(crate) ctime: u64,
     pub(crate) etime: u64,
-    pub(crate) delay: u64,
-    pub(crate) retry: u64,
+    pub(crate) delay: u32,
+    pub(crate) retry: u32,
     pub(crate) qtime: u64,
-    pub(crate) nacks: u64,
-    pub(crate) deliveries: u64,
+    pub(crate) nacks: u32,
+    pub(crate) deliveries: u32,
     pub(crate) nodes: Vec<u16>,
 }
 
@@ -70,7 +70,7 @@ impl JobData {
         JobData {
             id: job.id,
             queue: job.queue.clone(),
-            body: job.body.clone(),
+            body: job.body.to_bytes(),
             repl: job.repl,
             ctime: job.ctime,
             etime: job.etime,
@@ -79,7 +79,7 @@ impl JobData {
             qtime: job.qtime,
             nacks: job.nacks,
             deliveries: job.deliveries,
-            nodes: job.nodes.clone(),
+            nodes: job.nodes.to_vec(),
         }
     }
 
@@ -92,7 +92,7 @@ impl JobData {
         Job {
             id: self.id,
             queue: self.queue,
-            body: self.body,
+            body: crate::body::Body::from_bytes(self.body),
             state: JobState::Active,
             repl: self.repl,
             ctime: self.ctime,
@@ -104,9 +104,8 @@ impl JobData {
             deliveries: self.deliveries,
             delivered: false,
             queued_before,
-            seq: 0,
             timer: 0,
-            nodes,
+            nodes: nodes.into(),
             dummy: false,
             willqueue: false,
         }

@@ -82,7 +82,7 @@ pub(crate) fn add_replicated(
     let planned_qtime = job.qtime;
     let reply_now = !sync;
     let sync = sync || external;
-    job.nodes = if external { Vec::new() } else { vec![link.me] };
+    job.nodes = if external { Vec::new() } else { vec![link.me] }.into();
     if sync {
         job.state = JobState::WaitRepl;
         job.qtime = 0;
@@ -210,7 +210,7 @@ impl Store {
         if let Some(job) = self.jobs.get_mut(&id) {
             job.willqueue = false;
             if job.retry > 0 && job.qtime != 0 {
-                job.qtime = now + job.retry * 1000 + REPLICA_SLACK_MS;
+                job.qtime = now + u64::from(job.retry) * 1000 + REPLICA_SLACK_MS;
             }
         }
         self.schedule(id);
@@ -226,7 +226,7 @@ impl Store {
         }
         let id = data.id;
         if let Some(job) = self.jobs.get_mut(&id) {
-            merge_nodes(&mut job.nodes, &data.nodes);
+            job.nodes.merge(&data.nodes);
         } else {
             let qtime = if data.qtime == 0 {
                 0
@@ -271,9 +271,9 @@ impl Store {
         if job.state == JobState::WaitRepl {
             job.state = JobState::Active;
             job.qtime = if job.delay > 0 {
-                now + job.delay * 1000
+                now + u64::from(job.delay) * 1000
             } else {
-                now + job.retry * 1000
+                now + u64::from(job.retry) * 1000
             };
             let delay = job.delay;
             self.schedule(id);
@@ -310,8 +310,8 @@ impl Store {
         &mut self,
         from: u16,
         id: JobId,
-        nacks: u64,
-        deliveries: u64,
+        nacks: u32,
+        deliveries: u32,
         now: u64,
     ) {
         let Some(link) = self.link.clone() else {
@@ -413,7 +413,7 @@ impl Store {
                             job.state = JobState::Acked;
                             job.qtime = 0;
                             job.willqueue = false;
-                            job.nodes.clone()
+                            job.nodes.to_vec()
                         }
                         None => continue,
                     };
@@ -432,7 +432,7 @@ impl Store {
                     let dummy = Job {
                         id,
                         queue: Bytes::new(),
-                        body: Bytes::new(),
+                        body: crate::body::Body::copy_from(b""),
                         state: JobState::Acked,
                         repl: 0,
                         ctime,
@@ -444,9 +444,8 @@ impl Store {
                         deliveries: 0,
                         delivered: false,
                         queued_before: false,
-                        seq: 0,
                         timer: 0,
-                        nodes: Vec::new(),
+                        nodes: Default::default(),
                         dummy: true,
                         willqueue: false,
                     };
@@ -529,9 +528,9 @@ impl Store {
             let mut data = JobData::of(job);
             if job.state == JobState::WaitRepl {
                 data.qtime = if job.delay > 0 {
-                    now + job.delay * 1000
+                    now + u64::from(job.delay) * 1000
                 } else {
-                    now + job.retry * 1000
+                    now + u64::from(job.retry) * 1000
                 };
             }
             merge_nodes(&mut data.nodes, &w.contacted);

@@ -109,7 +109,7 @@ pub(crate) fn working(node: &Node, args: &[Bytes]) -> Frame {
     store.dequeue(&id);
     if let Some(job) = store.jobs.get_mut(&id) {
         if job.retry != 0 && job.qtime != 0 {
-            job.qtime = now + job.retry * 1000;
+            job.qtime = now + u64::from(job.retry) * 1000;
         }
     }
     store.schedule(id);

@@ -135,7 +135,7 @@ fn addjob_inner(node: &Node, args: &[Bytes]) -> Result<Outcome, Frame> {
     if replicate > 1 || leaving {
         let job = store.build_job(
             queue.clone(),
-            Bytes::copy_from_slice(body),
+            crate::body::Body::copy_from(body),
             replicate as u16,
             ttl,
             retry,
@@ -148,7 +148,7 @@ fn addjob_inner(node: &Node, args: &[Bytes]) -> Result<Outcome, Frame> {
     }
     let id = store.add_job(
         queue.clone(),
-        Bytes::copy_from_slice(body),
+        crate::body::Body::copy_from(body),
         replicate as u16,
         ttl,
         retry,
@@ -157,7 +157,7 @@ fn addjob_inner(node: &Node, args: &[Bytes]) -> Result<Outcome, Frame> {
     );
     if let Some(link) = &node.link {
         if let Some(job) = store.jobs.get_mut(&id) {
-            job.nodes = vec![link.me];
+            job.nodes = vec![link.me].into();
         }
     }
     drop(store);

@@ -32,7 +32,9 @@ pub(crate) fn qpeek(node: &Node, args: &[Bytes]) -> Frame {
         return Frame::Array(vec![]);
     };
     let n = count.unsigned_abs().min(q.len() as u64) as usize;
-    let pick = |(_, id): &(u64, crate::job::JobId)| store.job_entry(id, false);
+    let pick = |k: &crate::jobtable::Key| {
+        store.job_entry(&store.jobs.id_at(crate::jobtable::key_slot(k)), false)
+    };
     let out: Vec<Frame> = if count >= 0 {
         q.jobs.iter().take(n).map(pick).collect()
     } else {

@@ -168,27 +168,22 @@ pub(crate) fn jscan(node: &Node, args: &[Bytes]) -> Frame {
     let store = node.store();
     let mut out = Vec::new();
     let start = cursor.unwrap_or(0);
-    let next = walk(
-        store.job_scan.range(start..).map(|(s, id)| (*s, id)),
-        count,
-        busyloop,
-        |id| {
-            let Some(job) = store.jobs.get(id).filter(|j| !j.dummy) else {
-                return false;
-            };
-            if queue.is_some_and(|q| q != &job.queue) {
-                return false;
-            }
-            if !states.is_empty() && !states.contains(&job.state) {
-                return false;
-            }
-            out.push(if reply_all {
-                job_info(node, job, now)
-            } else {
-                Frame::Status(job.id.to_bytes())
-            });
-            true
-        },
-    );
+    let next = walk(store.jobs.scan_from(start), count, busyloop, |job| {
+        if job.dummy {
+            return false;
+        }
+        if queue.is_some_and(|q| q != &job.queue) {
+            return false;
+        }
+        if !states.is_empty() && !states.contains(&job.state) {
+            return false;
+        }
+        out.push(if reply_all {
+            job_info(node, job, now)
+        } else {
+            Frame::Status(job.id.to_bytes())
+        });
+        true
+    });
     Frame::Array(vec![cursor_frame(next), Frame::Array(out)])
 }

@@ -63,7 +63,7 @@ pub(crate) fn job_info(node: &Node, job: &Job, now: u64) -> Frame {
         if job.dummy {
             Frame::NullBulk
         } else {
-            Frame::Bulk(job.body.clone())
+            Frame::Bulk(job.body.to_bytes())
         },
     ])
 }

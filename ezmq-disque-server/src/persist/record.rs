@@ -46,8 +46,8 @@ impl StateFields {
             id: job.id,
             state: job.state,
             qtime: job.qtime,
-            nacks: job.nacks,
-            deliveries: job.deliveries,
+            nacks: u64::from(job.nacks),
+            deliveries: u64::from(job.deliveries),
             delivered: job.delivered,
             queued_before: job.queued_before,
         }
@@ -57,8 +57,8 @@ impl StateFields {
     pub(crate) fn apply(&self, job: &mut Job) {
         job.state = self.state;
         job.qtime = self.qtime;
-        job.nacks = self.nacks;
-        job.deliveries = self.deliveries;
+        job.nacks = u32::try_from(self.nacks).unwrap_or(u32::MAX);
+        job.deliveries = u32::try_from(self.deliveries).unwrap_or(u32::MAX);
         job.delivered = self.delivered;
         job.queued_before = self.queued_before;
     }
@@ -110,7 +110,12 @@ pub(crate) fn encode_job(out: &mut Vec<u8>, job: &Job) {
         o.extend_from_slice(job.id.as_bytes());
         put_state(o, &StateFields::of(job));
         o.extend_from_slice(&job.repl.to_le_bytes());
-        for v in [job.ctime, job.etime, job.delay, job.retry] {
+        for v in [
+            job.ctime,
+            job.etime,
+            u64::from(job.delay),
+            u64::from(job.retry),
+        ] {
             o.extend_from_slice(&v.to_le_bytes());
         }
         o.extend_from_slice(&(job.queue.len() as u32).to_le_bytes());
@@ -229,7 +234,16 @@ fn parse_payload(p: &[u8]) -> Option<Record> {
             let (ctime, etime, delay, retry) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
             let queue = c.bytes()?;
             let body = c.bytes()?;
-            let mut job = Job::new(id, queue, body, repl, ctime, etime, delay, retry);
+            let mut job = Job::new(
+                id,
+                queue,
+                crate::body::Body::from_bytes(body),
+                repl,
+                ctime,
+                etime,
+                delay,
+                retry,
+            );
             st.apply(&mut job);
             Record::Job(Box::new(job))
         }
@@ -275,7 +289,16 @@ mod tests {
 
     fn job() -> Job {
         let id = JobId::generate(b"01234567", &mut Rng::new(), 3600, 5);
-        let mut j = Job::new(id, Bytes::from("q"), Bytes::from("body"), 1, 7, 8, 0, 5);
+        let mut j = Job::new(
+            id,
+            Bytes::from("q"),
+            crate::body::Body::copy_from(b"body"),
+            1,
+            7,
+            8,
+            0,
+            5,
+        );
         j.nacks = 3;
         j.delivered = true;
         j

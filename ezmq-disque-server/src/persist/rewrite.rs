@@ -39,12 +39,7 @@ pub(crate) fn start(store: &mut Store) -> Result<(), NotStarted> {
         .store(now_ms(), Ordering::Relaxed);
     // Under the store lock: nothing is appended between the snapshot and
     // the start of the side buffer.
-    let snapshot: Vec<Job> = store
-        .jobs
-        .values()
-        .filter(|j| !j.dummy)
-        .map(|j| (**j).clone())
-        .collect();
+    let snapshot: Vec<Job> = store.jobs.values().filter(|j| !j.dummy).cloned().collect();
     log.lock().diff = Some(Vec::new());
     let spawned = std::thread::Builder::new()
         .name("aof-rewrite".into())
