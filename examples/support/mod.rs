@@ -19,7 +19,7 @@ pub(crate) fn init_logging() {
 /// started in this process. Keep the returned server alive for as long as
 /// the example runs.
 pub(crate) async fn broker() -> anyhow::Result<(String, Option<EmbeddedDisque>)> {
-    if let Ok(url) = std::env::var("EZMQ_URL") {
+    if let Some(url) = std::env::var("EZMQ_URL").ok().filter(|u| !u.is_empty()) {
         tracing::info!(%url, "using the broker from EZMQ_URL");
         return Ok((url, None));
     }
