@@ -2,6 +2,11 @@
 
 use crate::body::Body;
 use bytes::Bytes;
+use std::sync::Arc;
+
+/// A queue name held by jobs: one allocation shared by every job of the
+/// queue (see `Queue::shared`), 16 bytes in each job.
+pub(crate) type QName = Arc<[u8]>;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 
@@ -117,7 +122,7 @@ impl JobState {
 #[derive(Debug, Clone)]
 pub(crate) struct Job {
     pub(crate) id: JobId,
-    pub(crate) queue: Bytes,
+    pub(crate) queue: QName,
     pub(crate) body: Body,
     pub(crate) state: JobState,
     pub(crate) repl: u16,
@@ -155,7 +160,7 @@ impl Job {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         id: JobId,
-        queue: Bytes,
+        queue: QName,
         body: Body,
         repl: u16,
         ctime: u64,

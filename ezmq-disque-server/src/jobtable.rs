@@ -252,12 +252,11 @@ impl JobTable {
 mod tests {
     use super::*;
     use crate::job::Rng;
-    use bytes::Bytes;
 
     fn job(id: JobId) -> Job {
         Job::new(
             id,
-            Bytes::new(),
+            crate::job::QName::from(&[][..]),
             crate::body::Body::copy_from(b""),
             1,
             0,

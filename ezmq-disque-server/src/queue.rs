@@ -1,5 +1,6 @@
 //! Queues: jobs ordered by creation time, blocked clients, pause state.
 
+use crate::job::QName;
 use crate::jobtable::Key;
 use bytes::Bytes;
 use std::collections::{BTreeSet, VecDeque};
@@ -8,6 +9,8 @@ use std::collections::{BTreeSet, VecDeque};
 #[derive(Debug)]
 pub(crate) struct Queue {
     pub(crate) name: Bytes,
+    /// The name as held by the jobs of the queue (interned).
+    pub(crate) shared: QName,
     /// The queued jobs: `key(ctime, slot)`, oldest first.
     pub(crate) jobs: BTreeSet<Key>,
     /// IDs of blocked GETJOB waiters, in blocking order.
@@ -31,9 +34,10 @@ pub(crate) struct Queue {
 
 impl Queue {
     /// A new empty queue.
-    pub(crate) fn new(name: Bytes, now_s: u64, seq: u64) -> Queue {
+    pub(crate) fn new(name: Bytes, shared: QName, now_s: u64, seq: u64) -> Queue {
         Queue {
             name,
+            shared,
             jobs: BTreeSet::new(),
             blocked: VecDeque::new(),
             paused_in: false,

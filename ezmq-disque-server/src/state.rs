@@ -4,7 +4,7 @@
 use crate::clients::Clients;
 use crate::cluster::{AckWait, Link, ReplWait};
 use crate::frame::Frame;
-use crate::job::{Job, JobId, JobState, Rng};
+use crate::job::{Job, JobId, JobState, QName, Rng};
 use crate::jobtable::{key, key_slot, key_time, JobTable, Key, Slot};
 use crate::limits::QueryBudget;
 use crate::persist::AofLog;
@@ -173,23 +173,36 @@ impl Store {
     }
 
     /// Looks a queue up, creating it when missing.
-    pub(crate) fn queue_mut(&mut self, name: &Bytes) -> &mut Queue {
-        if !self.queues.contains_key(name) {
-            // Copy the name so it does not pin a whole request buffer.
-            let owned = Bytes::copy_from_slice(name);
-            let seq = self.seq();
-            self.queue_scan.insert(seq, owned.clone());
-            self.queues
-                .insert(owned.clone(), Queue::new(owned, now_s(), seq));
-        }
+    pub(crate) fn queue_mut(&mut self, name: &[u8]) -> &mut Queue {
+        self.queue_for(name, None)
+    }
+
+    /// Looks a queue up, creating it when missing with `shared` (when
+    /// given) as the interned name its jobs hold.
+    fn queue_for(&mut self, name: &[u8], shared: Option<&QName>) -> &mut Queue {
+        let key = match self.queues.get_key_value(name) {
+            Some((k, _)) => k.clone(),
+            None => {
+                // Copy the name so it does not pin a whole request buffer.
+                let owned = Bytes::copy_from_slice(name);
+                let seq = self.seq();
+                self.queue_scan.insert(seq, owned.clone());
+                let shared = shared.cloned().unwrap_or_else(|| QName::from(name));
+                self.queues.insert(
+                    owned.clone(),
+                    Queue::new(owned.clone(), shared, now_s(), seq),
+                );
+                owned
+            }
+        };
         // The entry exists now.
         self.queues
-            .entry(name.clone())
-            .or_insert_with(|| Queue::new(name.clone(), 0, 0))
+            .entry(key.clone())
+            .or_insert_with(|| Queue::new(key, QName::from(name), 0, 0))
     }
 
     /// Registers a freshly created job and schedules it.
-    pub(crate) fn register_job(&mut self, job: Job) {
+    pub(crate) fn register_job(&mut self, job: Job) -> Slot {
         self.used_memory += job.mem_size();
         let id = job.id;
         if let Some(aof) = &self.aof {
@@ -199,14 +212,17 @@ impl Store {
             // Not for fresh ids: keep the queue and timer indexes consistent.
             self.delete_job(&id);
         }
-        self.jobs.insert(job);
-        self.schedule(id);
+        let slot = self.jobs.insert(job);
+        self.schedule_slot(slot);
+        slot
     }
 
     /// Logs the mutable fields of a job (persistence on).
     pub(crate) fn log_state(&self, id: &JobId) {
-        if let (Some(aof), Some(job)) = (&self.aof, self.jobs.get(id)) {
-            aof.state(job);
+        if let Some(aof) = &self.aof {
+            if let Some(job) = self.jobs.get(id) {
+                aof.state(job);
+            }
         }
     }
 
@@ -216,7 +232,15 @@ impl Store {
     /// (when it has passed, the next timer tick queues them).
     pub(crate) fn restore(&mut self, jobs: Vec<Job>, now: u64) {
         let aof = self.aof.take();
+        // One shared name per queue, also for jobs that are not queued.
+        let mut names: HashMap<QName, ()> = HashMap::new();
         for mut job in jobs {
+            match names.get_key_value(&job.queue) {
+                Some((name, _)) => job.queue = name.clone(),
+                None => {
+                    names.insert(job.queue.clone(), ());
+                }
+            }
             if job.etime <= now || job.dummy {
                 continue;
             }
@@ -235,9 +259,9 @@ impl Store {
                 job.state = JobState::Queued;
                 let key = key(job.ctime, slot);
                 let qname = job.queue.clone();
-                let q = self.queue_mut(&qname);
+                let q = self.queue_for(&qname, Some(&qname));
                 q.jobs.insert(key);
-                let name = q.name.clone();
+                let name = q.shared.clone();
                 if let Some(job) = self.jobs.get_mut(&id) {
                     job.queue = name;
                 }
@@ -256,7 +280,7 @@ impl Store {
             return false;
         };
         if job.state == JobState::Queued {
-            if let Some(q) = self.queues.get_mut(&job.queue) {
+            if let Some(q) = self.queues.get_mut(&job.queue[..]) {
                 q.jobs.remove(&key(job.ctime, slot));
             }
         }
@@ -304,12 +328,18 @@ impl Store {
     /// Puts a job into its queue (Disque `enqueueJob`). Returns false when
     /// the job is already queued or may not be queued again.
     pub(crate) fn enqueue(&mut self, id: JobId, nack: bool, now: u64) -> bool {
-        let Some(slot) = self.jobs.slot_of(&id) else {
-            return false;
-        };
+        match self.jobs.slot_of(&id) {
+            Some(slot) => self.enqueue_slot(slot, nack, now),
+            None => false,
+        }
+    }
+
+    /// [`Store::enqueue`] for the job in `slot`.
+    pub(crate) fn enqueue_slot(&mut self, slot: Slot, nack: bool, now: u64) -> bool {
         let Some(job) = self.jobs.at_mut(slot) else {
             return false;
         };
+        let id = job.id;
         if job.state == JobState::Queued || job.qtime == 0 {
             return false;
         }
@@ -339,7 +369,7 @@ impl Store {
         }
         self.schedule_slot(slot);
         self.log_state(&id);
-        let q = self.queue_mut(&qname);
+        let q = self.queue_for(&qname, Some(&qname));
         q.jobs.insert(qkey);
         q.atime = now / 1000;
         q.jobs_in += 1;
@@ -362,15 +392,26 @@ impl Store {
         }
         job.state = JobState::Active;
         let qkey = key(job.ctime, slot);
-        if let Some(q) = self.queues.get_mut(&job.queue) {
+        if let Some(q) = self.queues.get_mut(&job.queue[..]) {
             q.jobs.remove(&qkey);
         }
         self.log_state(id);
         true
     }
 
-    /// Pops the oldest job of a queue for delivery (unless paused in output).
-    pub(crate) fn fetch(&mut self, qname: &Bytes, now: u64) -> Option<JobId> {
+    /// Pops the oldest job of a queue for delivery (unless paused in
+    /// output) and returns its GETJOB reply element.
+    pub(crate) fn fetch_entry(
+        &mut self,
+        qname: &[u8],
+        now: u64,
+        withcounters: bool,
+    ) -> Option<Frame> {
+        let slot = self.fetch_slot(qname, now)?;
+        self.jobs.at(slot).map(|j| entry(j, withcounters))
+    }
+
+    fn fetch_slot(&mut self, qname: &[u8], now: u64) -> Option<Slot> {
         let q = self.queues.get_mut(qname)?;
         if q.paused_out {
             return None;
@@ -381,27 +422,17 @@ impl Store {
         let job = self.jobs.at_mut(slot)?;
         job.state = JobState::Active;
         job.delivered = true;
-        let id = job.id;
-        self.log_state(&id);
-        Some(id)
+        if let Some(aof) = &self.aof {
+            aof.state(job);
+        }
+        Some(slot)
     }
 
     /// The GETJOB reply element for a job.
     pub(crate) fn job_entry(&self, id: &JobId, withcounters: bool) -> Frame {
-        let Some(job) = self.jobs.get(id) else {
-            return Frame::NullArray;
-        };
-        let mut v = Vec::with_capacity(if withcounters { 7 } else { 3 });
-        v.push(Frame::Bulk(job.queue.clone()));
-        v.push(Frame::Bulk(job.id.to_bytes()));
-        v.push(Frame::Bulk(job.body.to_bytes()));
-        if withcounters {
-            v.push(Frame::bulk_static("nacks"));
-            v.push(Frame::Integer(job.nacks as i64));
-            v.push(Frame::bulk_static("additional-deliveries"));
-            v.push(Frame::Integer(job.deliveries as i64));
-        }
-        Frame::Array(v)
+        self.jobs
+            .get(id)
+            .map_or(Frame::NullArray, |j| entry(j, withcounters))
     }
 
     /// Registers a blocked GETJOB client on every (distinct) queue.
@@ -434,7 +465,7 @@ impl Store {
     }
 
     /// Serves clients blocked on a queue while it has jobs.
-    pub(crate) fn serve_waiters(&mut self, qname: &Bytes, now: u64) {
+    pub(crate) fn serve_waiters(&mut self, qname: &[u8], now: u64) {
         loop {
             let Some(q) = self.queues.get_mut(qname) else {
                 return;
@@ -456,10 +487,9 @@ impl Store {
             if w.tx.is_closed() {
                 continue;
             }
-            let Some(id) = self.fetch(qname, now) else {
+            let Some(entry) = self.fetch_entry(qname, now, w.withcounters) else {
                 return;
             };
-            let entry = self.job_entry(&id, w.withcounters);
             // A send failure means the client just went away: the job stays
             // active and will be requeued after its retry time.
             let _ = w.tx.send(Frame::Array(vec![entry]));
@@ -485,7 +515,7 @@ impl Store {
             }
             if job.state == JobState::Active && job.qtime != 0 && job.qtime <= now {
                 let paused_in =
-                    job.retry != 0 && self.queues.get(&job.queue).is_some_and(|q| q.paused_in);
+                    job.retry != 0 && self.queues.get(&job.queue[..]).is_some_and(|q| q.paused_in);
                 if paused_in {
                     job.qtime = now + u64::from(job.retry) * 1000;
                 } else if self.link.is_some() && job.nodes.len() > 1 && !job.willqueue {
@@ -544,9 +574,9 @@ impl Store {
     ) -> JobId {
         let job = self.build_job(queue, body, repl, ttl, retry, delay, now);
         let id = job.id;
-        self.register_job(job);
+        let slot = self.register_job(job);
         if delay == 0 {
-            self.enqueue(id, false, now);
+            self.enqueue_slot(slot, false, now);
         }
         id
     }
@@ -565,9 +595,9 @@ impl Store {
     ) -> Job {
         // Share the name of an existing queue; a job alone does not create
         // its queue (it is created when the job is first queued).
-        let queue = match self.queues.get_key_value(&queue) {
-            Some((name, _)) => name.clone(),
-            None => Bytes::copy_from_slice(&queue),
+        let queue = match self.queues.get(&queue[..]) {
+            Some(q) => q.shared.clone(),
+            None => QName::from(&queue[..]),
         };
         let prefix = self.prefix;
         let id = JobId::generate(&prefix, &mut self.rng, ttl, retry);
@@ -595,4 +625,19 @@ impl Store {
 /// Current time helper re-exported for command code.
 pub(crate) fn now() -> u64 {
     now_ms()
+}
+
+/// The GETJOB reply element for a job.
+fn entry(job: &Job, withcounters: bool) -> Frame {
+    let mut v = Vec::with_capacity(if withcounters { 7 } else { 3 });
+    v.push(Frame::Bulk(Bytes::copy_from_slice(&job.queue)));
+    v.push(Frame::Bulk(job.id.to_bytes()));
+    v.push(Frame::Bulk(job.body.to_bytes()));
+    if withcounters {
+        v.push(Frame::bulk_static("nacks"));
+        v.push(Frame::Integer(job.nacks as i64));
+        v.push(Frame::bulk_static("additional-deliveries"));
+        v.push(Frame::Integer(job.deliveries as i64));
+    }
+    Frame::Array(v)
 }

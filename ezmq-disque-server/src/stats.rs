@@ -89,11 +89,12 @@ impl SlowLog {
     }
 
     /// Logs the command when it took at least the threshold.
-    pub(crate) fn maybe_log(&self, args: &[Bytes], usec: u64, now_s: u64) {
+    pub(crate) fn maybe_log(&self, args: &[Bytes], usec: u64, now_s: impl FnOnce() -> u64) {
         let t = self.slower_than.load(Ordering::Relaxed);
         if t < 0 || (usec as i64) < t {
             return;
         }
+        let now_s = now_s();
         let mut kept: Vec<Bytes> = args
             .iter()
             .take(SLOWLOG_MAX_ARGS)

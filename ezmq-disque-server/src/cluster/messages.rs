@@ -69,7 +69,7 @@ impl JobData {
     pub(crate) fn of(job: &Job) -> JobData {
         JobData {
             id: job.id,
-            queue: job.queue.clone(),
+            queue: Bytes::copy_from_slice(&job.queue),
             body: job.body.to_bytes(),
             repl: job.repl,
             ctime: job.ctime,
@@ -91,7 +91,7 @@ impl JobData {
         }
         Job {
             id: self.id,
-            queue: self.queue,
+            queue: crate::job::QName::from(&self.queue[..]),
             body: crate::body::Body::from_bytes(self.body),
             state: JobState::Active,
             repl: self.repl,

@@ -8,7 +8,6 @@ use crate::cmd::{Outcome, Replicating};
 use crate::frame::Frame;
 use crate::job::{Job, JobId, JobState};
 use crate::state::{Node, Store};
-use bytes::Bytes;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -431,7 +430,7 @@ impl Store {
                     let ctime = self.new_ctime(now);
                     let dummy = Job {
                         id,
-                        queue: Bytes::new(),
+                        queue: crate::job::QName::from(&[][..]),
                         body: crate::body::Body::copy_from(b""),
                         state: JobState::Acked,
                         repl: 0,

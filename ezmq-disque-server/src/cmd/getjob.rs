@@ -60,8 +60,8 @@ pub(crate) fn getjob(node: &Node, _sess: &mut Session, args: &[Bytes]) -> Outcom
     'passes: loop {
         let before = out.len();
         for q in queues {
-            if let Some(id) = store.fetch(q, now) {
-                out.push(store.job_entry(&id, withcounters));
+            if let Some(entry) = store.fetch_entry(q, now, withcounters) {
+                out.push(entry);
                 if out.len() >= count {
                     break 'passes;
                 }

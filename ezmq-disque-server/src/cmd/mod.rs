@@ -137,7 +137,7 @@ pub(crate) fn dispatch(node: &Node, sess: &mut Session, args: &[Bytes]) -> Outco
     };
     let usec = start.elapsed().as_micros() as u64;
     node.stats.record(idx, usec);
-    node.slowlog.maybe_log(args, usec, now_s());
+    node.slowlog.maybe_log(args, usec, now_s);
     out
 }
 

@@ -172,7 +172,7 @@ pub(crate) fn jscan(node: &Node, args: &[Bytes]) -> Frame {
         if job.dummy {
             return false;
         }
-        if queue.is_some_and(|q| q != &job.queue) {
+        if queue.is_some_and(|q| q[..] != job.queue[..]) {
             return false;
         }
         if !states.is_empty() && !states.contains(&job.state) {

@@ -33,7 +33,7 @@ pub(crate) fn job_info(node: &Node, job: &Job, now: u64) -> Frame {
         if job.dummy {
             Frame::NullBulk
         } else {
-            Frame::Bulk(job.queue.clone())
+            Frame::Bulk(Bytes::copy_from_slice(&job.queue))
         },
         Frame::bulk_static("state"),
         Frame::bulk_static(job.state.name()),

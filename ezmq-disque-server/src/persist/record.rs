@@ -236,7 +236,7 @@ fn parse_payload(p: &[u8]) -> Option<Record> {
             let body = c.bytes()?;
             let mut job = Job::new(
                 id,
-                queue,
+                crate::job::QName::from(&queue[..]),
                 crate::body::Body::from_bytes(body),
                 repl,
                 ctime,
@@ -291,7 +291,7 @@ mod tests {
         let id = JobId::generate(b"01234567", &mut Rng::new(), 3600, 5);
         let mut j = Job::new(
             id,
-            Bytes::from("q"),
+            crate::job::QName::from(&b"q"[..]),
             crate::body::Body::copy_from(b"body"),
             1,
             7,

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Side-by-side throughput of this server and real Disque with redis-benchmark
+# (50 clients, 12-byte bodies): unpipelined ADDJOB, 16-deep pipelined ADDJOB,
+# unpipelined GETJOB NOHANG (from the jobs the two ADDJOB runs queued).
+# ROUNDS rounds, alternating which server goes first; each server is started
+# fresh per round on a loopback port and killed after it. Prints one line per
+# run and the median per workload and server.
+#
+# usage: scripts/bench_vs_disque.sh EZMQ_BINARY DISQUE_BINARY [ROUNDS] [N]
+set -eu
+EZMQ=$1
+DISQUE=$2
+ROUNDS=${3:-3}
+N=${4:-200000}
+PORT_E=17941
+PORT_D=17942
+OUT=$(mktemp)
+trap 'rm -f "$OUT"' EXIT
+
+wait_port() {
+    i=0
+    until redis-cli -p "$1" PING >/dev/null 2>&1; do
+        i=$((i + 1)); [ $i -gt 100 ] && { echo "server on $1 did not start" >&2; exit 2; }
+        sleep 0.1
+    done
+}
+
+rps() { # port, args...
+    p=$1; shift
+    redis-benchmark -p "$p" -c 50 -n "$N" -q "$@" 2>/dev/null | tr '\r' '\n' | grep 'requests per second' | tail -n 1 | awk -F': ' '{print $2}' | awk '{print $1}'
+}
+
+run() { # name port
+    a=$(rps "$2" ADDJOB q 123456789012 0)
+    p=$(rps "$2" -P 16 ADDJOB q 123456789012 0)
+    g=$(rps "$2" GETJOB NOHANG FROM q)
+    echo "$1 $a $p $g" | tee -a "$OUT"
+}
+
+start_e() { "$EZMQ" --port $PORT_E >/dev/null 2>&1 & PID=$!; wait_port $PORT_E; }
+start_d() { "$DISQUE" --port $PORT_D --appendonly no --daemonize no --logfile /dev/null >/dev/null 2>&1 & PID=$!; wait_port $PORT_D; }
+stop() { kill "$PID"; wait "$PID" 2>/dev/null || true; }
+
+echo "server addjob_p1 addjob_p16 getjob_nohang"
+r=1
+while [ $r -le "$ROUNDS" ]; do
+    if [ $((r % 2)) -eq 1 ]; then
+        start_d; run disque $PORT_D; stop
+        start_e; run ezmq $PORT_E; stop
+    else
+        start_e; run ezmq $PORT_E; stop
+        start_d; run disque $PORT_D; stop
+    fi
+    r=$((r + 1))
+done
+echo "median:"
+for s in disque ezmq; do
+    printf '%s' "$s"
+    for col in 2 3 4; do
+        printf ' %s' "$(grep "^$s " "$OUT" | awk -v c=$col '{print $c}' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"
+    done
+    echo
+done
