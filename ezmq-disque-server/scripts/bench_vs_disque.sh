@@ -4,7 +4,10 @@
 # unpipelined GETJOB NOHANG (from the jobs the two ADDJOB runs queued).
 # ROUNDS rounds, alternating which server goes first; each server is started
 # fresh per round on a loopback port and killed after it. Prints one line per
-# run and the median per workload and server.
+# run and the median per workload and server: requests per second and the
+# server's CPU time per request in microseconds (utime + stime from
+# /proc/PID/stat around the run; less sensitive to other load on the machine
+# than requests per second).
 #
 # usage: scripts/bench_vs_disque.sh EZMQ_BINARY DISQUE_BINARY [ROUNDS] [N]
 set -eu
@@ -25,9 +28,14 @@ wait_port() {
     done
 }
 
-rps() { # port, args...
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+
+rps() { # port, args... -> "rps cpu_us_per_request"
     p=$1; shift
-    redis-benchmark -p "$p" -c 50 -n "$N" -q "$@" 2>/dev/null | tr '\r' '\n' | grep 'requests per second' | tail -n 1 | awk -F': ' '{print $2}' | awk '{print $1}'
+    t0=$(cpu_ticks)
+    r=$(redis-benchmark -p "$p" -c 50 -n "$N" -q "$@" 2>/dev/null | tr '\r' '\n' | grep 'requests per second' | tail -n 1 | awk -F': ' '{print $2}' | awk '{print $1}')
+    t1=$(cpu_ticks)
+    echo "$r $(awk -v a="$t0" -v b="$t1" -v hz="$(getconf CLK_TCK)" -v n="$N" 'BEGIN {printf "%.2f", (b - a) * 1000000 / hz / n}')"
 }
 
 run() { # name port
@@ -41,7 +49,7 @@ start_e() { "$EZMQ" --port $PORT_E >/dev/null 2>&1 & PID=$!; wait_port $PORT_E; 
 start_d() { "$DISQUE" --port $PORT_D --appendonly no --daemonize no --logfile /dev/null >/dev/null 2>&1 & PID=$!; wait_port $PORT_D; }
 stop() { kill "$PID"; wait "$PID" 2>/dev/null || true; }
 
-echo "server addjob_p1 addjob_p16 getjob_nohang"
+echo "server addjob_p1 cpu_us addjob_p16 cpu_us getjob_nohang cpu_us"
 r=1
 while [ $r -le "$ROUNDS" ]; do
     if [ $((r % 2)) -eq 1 ]; then
@@ -56,7 +64,7 @@ done
 echo "median:"
 for s in disque ezmq; do
     printf '%s' "$s"
-    for col in 2 3 4; do
+    for col in 2 3 4 5 6 7; do
         printf ' %s' "$(grep "^$s " "$OUT" | awk -v c=$col '{print $c}' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"
     done
     echo
