@@ -68,14 +68,17 @@ pub async fn connect_url(url: &str) -> Result<Client> {
 }
 
 fn bad_url(url: &str, why: &str) -> Error {
-    // Never echo a password.
-    let shown = match (url.find("://"), url.rfind('@')) {
+    Error::invalid_option("url", format!("{:?}: {why}", redact(url)))
+}
+
+/// `url` without its user and password.
+pub(crate) fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
         (Some(start), Some(at)) if at > start => {
             format!("{}://…@{}", &url[..start], &url[at + 1..])
         }
         _ => url.to_owned(),
-    };
-    Error::invalid_option("url", format!("{shown:?}: {why}"))
+    }
 }
 
 #[cfg(test)]

@@ -28,8 +28,10 @@
 //! # Ok(()) }
 //! ```
 
+mod config;
 mod connect;
 
+pub use config::{Config, CONNECT_RETRY_ENV, URL_ENV};
 pub use connect::{connect_url, SCHEMES};
 pub use ezmq_core::*;
 

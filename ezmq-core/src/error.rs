@@ -59,11 +59,16 @@ pub enum Error {
         topic: String,
     },
 
-    /// No broker node could be reached.
-    #[error("could not connect to {addrs}: {source}")]
+    /// No broker node could be reached, or it refused the connection. The
+    /// message says what happened and what to check; the cause chain has
+    /// the client library's details.
+    #[error("could not connect to {addrs}: {}", connect_message(*.failure, source))]
     Connect {
-        /// The addresses that were tried, comma separated.
+        /// The addresses that were tried, comma separated (passwords
+        /// redacted).
         addrs: String,
+        /// What went wrong.
+        failure: ConnectFailure,
         /// The last connection error.
         #[source]
         source: BoxError,
@@ -110,7 +115,111 @@ pub enum Error {
     },
 }
 
+/// Why a connection to a broker failed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConnectFailure {
+    /// Nothing listens on the address (connection refused).
+    Refused,
+    /// No answer in time.
+    TimedOut,
+    /// The broker rejected the credentials. Not retryable.
+    AuthenticationFailed,
+    /// The host name does not resolve.
+    UnknownHost,
+    /// The TLS handshake failed. Not retryable.
+    Tls,
+    /// Anything else (the cause chain says what).
+    #[default]
+    Other,
+}
+
+impl ConnectFailure {
+    /// Classifies a connection error from any client library by its cause
+    /// chain: `std::io::Error` kinds first, then the words the messages of
+    /// common clients use (`invalid password`, `ACCESS_REFUSED`, ...).
+    pub fn classify(err: &(dyn std::error::Error + 'static)) -> Self {
+        let mut text = String::new();
+        let mut current = Some(err);
+        while let Some(e) = current {
+            if let Some(io) = e.downcast_ref::<std::io::Error>() {
+                match io.kind() {
+                    std::io::ErrorKind::ConnectionRefused => return ConnectFailure::Refused,
+                    std::io::ErrorKind::TimedOut => return ConnectFailure::TimedOut,
+                    _ => {}
+                }
+            }
+            text.push_str(&e.to_string().to_ascii_lowercase());
+            text.push('\n');
+            current = e.source();
+        }
+        let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
+        if has(&[
+            "password",
+            "authentication",
+            "auth failed",
+            "noauth",
+            "wrongpass",
+            "access_refused",
+            "access refused",
+            "not authorized",
+        ]) {
+            ConnectFailure::AuthenticationFailed
+        } else if has(&["refused"]) {
+            ConnectFailure::Refused
+        } else if has(&["timed out", "timeout", "deadline has elapsed"]) {
+            ConnectFailure::TimedOut
+        } else if has(&[
+            "lookup address",
+            "name or service not known",
+            "no such host",
+            "dns",
+            "resolve",
+        ]) {
+            ConnectFailure::UnknownHost
+        } else if has(&["tls", "ssl", "certificate", "handshake"]) {
+            ConnectFailure::Tls
+        } else {
+            ConnectFailure::Other
+        }
+    }
+}
+
+/// The part of a connection error's message after the addresses: what
+/// happened and what to check. The cause itself is only repeated for
+/// [`ConnectFailure::Other`] (elsewhere it is in the source chain, so
+/// `{:#}` prints it once).
+fn connect_message(failure: ConnectFailure, source: &BoxError) -> String {
+    match failure {
+        ConnectFailure::Refused => {
+            "connection refused; is the broker running and listening on that address?".into()
+        }
+        ConnectFailure::TimedOut => {
+            "no answer in time; is the address right and reachable from here?".into()
+        }
+        ConnectFailure::AuthenticationFailed => {
+            "authentication failed; check the user name and password in the URL".into()
+        }
+        ConnectFailure::UnknownHost => "unknown host; check the host name in the URL".into(),
+        ConnectFailure::Tls => {
+            "TLS handshake failed; check the certificates and the URL scheme".into()
+        }
+        ConnectFailure::Other => source.to_string(),
+    }
+}
+
 impl Error {
+    /// A connection error, classified from its cause chain
+    /// ([`ConnectFailure::classify`]).
+    pub fn connect(addrs: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        let source = source.into();
+        Error::Connect {
+            addrs: addrs.into(),
+            failure: ConnectFailure::classify(source.as_ref()),
+            source,
+        }
+    }
+
     /// Wraps a backend error.
     pub fn backend(source: impl Into<BoxError>, retryable: bool) -> Self {
         Error::Backend {
@@ -127,16 +236,18 @@ impl Error {
         }
     }
 
-    /// True when retrying the same operation later may succeed.
+    /// True when retrying the same operation later may succeed (not for
+    /// rejected credentials or a failed TLS handshake).
     pub fn is_retryable(&self) -> bool {
-        matches!(
-            self,
-            Error::Backend {
-                retryable: true,
-                ..
-            } | Error::Connect { .. }
-                | Error::Timeout(_)
-        )
+        match self {
+            Error::Connect { failure, .. } => !matches!(
+                failure,
+                ConnectFailure::AuthenticationFailed | ConnectFailure::Tls
+            ),
+            Error::Backend { retryable, .. } => *retryable,
+            Error::Timeout(_) => true,
+            _ => false,
+        }
     }
 
     /// True for [`Error::Timeout`].
@@ -168,12 +279,22 @@ mod tests {
     #[test]
     fn classification() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let e = Error::Connect {
-            addrs: "127.0.0.1:1".into(),
-            source: io.into(),
-        };
+        let e = Error::connect("127.0.0.1:1", io);
         assert!(e.is_connection_error());
         assert!(e.is_retryable());
+        assert_eq!(
+            e.to_string(),
+            "could not connect to 127.0.0.1:1: connection refused; is the broker running and listening on that address?"
+        );
+        let auth = Error::connect("h:1", "ERR invalid password");
+        assert!(matches!(
+            auth,
+            Error::Connect {
+                failure: ConnectFailure::AuthenticationFailed,
+                ..
+            }
+        ));
+        assert!(!auth.is_retryable());
         assert!(!Error::Shutdown.is_retryable());
         assert!(Error::Timeout(Duration::from_secs(1)).is_timeout());
         assert!(!Error::backend("bad", false).is_retryable());

@@ -25,7 +25,7 @@ mod topic;
 
 pub use client::{Client, ClientConfig};
 pub use consume_options::{Backoff, ConsumeOptions, DeadLetter};
-pub use error::{BoxError, Error, Result};
+pub use error::{BoxError, ConnectFailure, Error, Result};
 pub use ext::MqClientExt;
 pub use handler::{handler_fn, json_handler, Handler, HandlerFn, Permanent};
 pub use headers::{Headers, ATTEMPT_HEADER, MESSAGE_ID_HEADER, RESERVED_HEADER_PREFIX};

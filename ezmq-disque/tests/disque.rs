@@ -439,8 +439,10 @@ async fn unreachable_server_gives_a_clear_error() {
     .await
     .unwrap_err();
     assert!(err.is_connection_error(), "{err}");
+    assert!(err.is_retryable(), "{err}");
     let text = err.to_string();
     assert!(text.contains(&addr), "{text}");
+    assert!(text.contains("connection refused"), "{text}");
 
     let err = ezmq_disque::connect_url("disque://127.0.0.1:notaport")
         .await
@@ -673,5 +675,18 @@ async fn password_is_sent_and_checked() {
     .unwrap_err();
     assert!(err.is_connection_error(), "{err}");
     assert!(err.to_string().contains(&addr), "{err}");
+    // Said as what it is, and not worth retrying.
+    assert!(
+        matches!(
+            err,
+            Error::Connect {
+                failure: ezmq_disque::ConnectFailure::AuthenticationFailed,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("authentication failed"), "{err}");
+    assert!(!err.is_retryable(), "{err}");
     server.shutdown().await;
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::{Duration, Instant};
 
-use ezmq_core::{Error, Result};
+use ezmq_core::{ConnectFailure, Error, Result};
 use lapin::options::ConfirmSelectOptions;
 use lapin::{Channel, Connection, ConnectionProperties};
 
@@ -137,6 +137,8 @@ struct Reconnect {
     next_generation: u64,
     failures: u32,
     retry_at: Option<Instant>,
+    /// Why the last attempt failed, repeated while backing off.
+    last_failure: ConnectFailure,
 }
 
 /// Holds the current [`Session`] and replaces it when the connection
@@ -199,6 +201,7 @@ impl Connector {
         if let Some(at) = state.retry_at.filter(|at| *at > Instant::now()) {
             return Err(Error::Connect {
                 addrs: redact(&self.config.url),
+                failure: state.last_failure,
                 source: format!(
                     "broker unreachable; next reconnection attempt in {:?}",
                     at - Instant::now()
@@ -228,10 +231,11 @@ impl Connector {
                     .min(self.config.max_reconnect_backoff);
                 state.retry_at = Some(Instant::now() + backoff);
                 tracing::warn!(cause = %err, retry_in = ?backoff, "cannot connect to RabbitMQ");
-                Err(Error::Connect {
-                    addrs: redact(&self.config.url),
-                    source: Box::new(err),
-                })
+                let error = Error::connect(redact(&self.config.url), err);
+                if let Error::Connect { failure, .. } = &error {
+                    state.last_failure = *failure;
+                }
+                Err(error)
             }
         }
     }

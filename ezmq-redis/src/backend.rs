@@ -93,10 +93,7 @@ impl RedisBackend {
     pub async fn connect(config: RedisConfig) -> Result<Self> {
         config.validate()?;
         let addrs = config.urls.join(",");
-        let connect_error = |source: RedisError| Error::Connect {
-            addrs: addrs.clone(),
-            source: Box::new(source),
-        };
+        let connect_error = |source: RedisError| Error::connect(addrs.clone(), source);
         let connector = Connector::new(&config).map_err(connect_error)?;
         let shared = connector.shared(&config).await.map_err(connect_error)?;
         let consumer = config
