@@ -4,8 +4,12 @@
 //! push, consume listeners, distributed cron, broadcast groups and
 //! request-reply — over real brokers: Disque, Redis and RabbitMQ, picked by
 //! the URL given to [`connect_url`]. An embedded Disque-compatible server
-//! (`ezmq::server`, feature `embedded`, on by default) runs the same code in
-//! one process with nothing to install.
+//! (`ezmq::server`, feature `embedded`) runs the same code in one process
+//! with nothing to install.
+//!
+//! Cargo features: `disque`, `redis`, `rabbitmq` (the backends, on by
+//! default: turn off the ones a service does not use) and `embedded` (the
+//! server, off by default).
 //!
 //! This crate gathers the parts: [`ezmq_core`] (traits, jobs, listener
 //! runtime, the backend SPI), the backends, [`crontab`], [`broadcast`] and

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use ezmq::server::{EmbeddedDisque, ServerConfig};
+use ezmq_disque_server::{EmbeddedDisque, ServerConfig};
 use ezmq::{Config, ConnectFailure, Error, MqClient};
 
 /// A loopback port nothing listens on right now.

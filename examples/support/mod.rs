@@ -1,6 +1,6 @@
 //! Shared by the examples: logging, and a broker to talk to.
 
-use ezmq::server::{EmbeddedDisque, ServerConfig};
+use ezmq_disque_server::{EmbeddedDisque, ServerConfig};
 
 /// Logs to stdout at `info` unless `RUST_LOG` says otherwise.
 pub(crate) fn init_logging() {
