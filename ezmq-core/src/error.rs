@@ -93,6 +93,15 @@ pub enum Error {
     #[error("timed out after {0:?}")]
     Timeout(Duration),
 
+    /// A request got no reply within its timeout (request-reply).
+    #[error("no reply from topic {topic:?} within {after:?}; is a reply listener running for it?")]
+    NoReply {
+        /// The request's topic.
+        topic: String,
+        /// The timeout that passed.
+        after: Duration,
+    },
+
     /// The client (or the listener) has been shut down.
     #[error("the client is shut down")]
     Shutdown,
@@ -245,14 +254,14 @@ impl Error {
                 ConnectFailure::AuthenticationFailed | ConnectFailure::Tls
             ),
             Error::Backend { retryable, .. } => *retryable,
-            Error::Timeout(_) => true,
+            Error::Timeout(_) | Error::NoReply { .. } => true,
             _ => false,
         }
     }
 
-    /// True for [`Error::Timeout`].
+    /// True for [`Error::Timeout`] and [`Error::NoReply`].
     pub fn is_timeout(&self) -> bool {
-        matches!(self, Error::Timeout(_))
+        matches!(self, Error::Timeout(_) | Error::NoReply { .. })
     }
 
     /// True when no broker could be reached.

@@ -55,7 +55,7 @@ use crate::worker::{ReplyFn, ReplyHandler};
 pub trait RequestReplyExt {
     /// Sends `body` to `topic` and waits up to `timeout` for the reply.
     ///
-    /// Fails with [`Error::Timeout`](ezmq_core::Error::Timeout) when no reply
+    /// Fails with [`Error::NoReply`](ezmq_core::Error::NoReply) when no reply
     /// came in time (no reply listener on the topic, a worker too slow or
     /// gone), [`Error::Remote`](ezmq_core::Error::Remote) when the handler
     /// failed or panicked,

@@ -43,7 +43,7 @@
 //!   correlation id, never by order; a reply whose caller gave up (late
 //!   reply) is dropped, never delivered to a later request.
 //! - **Timeouts**: after `timeout` the caller gets
-//!   [`Error::Timeout`](ezmq_core::Error::Timeout). The deadline travels with
+//!   [`Error::NoReply`](ezmq_core::Error::NoReply). The deadline travels with
 //!   the request: a worker that takes an expired request drops it without
 //!   running the handler; the broker drops it once its TTL (the timeout
 //!   rounded up to whole seconds) has passed; a reply is sent at most once

@@ -145,7 +145,10 @@ impl ReplyRouter {
                 Err(_) => {
                     debug!(%topic, ?timeout,
                         "no reply in time; is a reply listener running on this topic?");
-                    Err(Error::Timeout(timeout))
+                    Err(Error::NoReply {
+                        topic: topic.as_str().to_owned(),
+                        after: timeout,
+                    })
                 }
             },
         };

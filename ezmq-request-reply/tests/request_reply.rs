@@ -102,7 +102,15 @@ async fn times_out_within_bound_without_worker() {
         .await
         .expect_err("nobody answers");
     let elapsed = started.elapsed();
-    assert!(matches!(err, Error::Timeout(t) if t == timeout), "{err:?}");
+    assert!(
+        matches!(err, Error::NoReply { after, .. } if after == timeout),
+        "{err:?}"
+    );
+    assert!(err.is_timeout(), "{err:?}");
+    assert!(
+        err.to_string().contains("is a reply listener running"),
+        "{err}"
+    );
     assert!(elapsed >= timeout, "timed out early: {elapsed:?}");
     assert!(
         elapsed < Duration::from_secs(2),
@@ -113,7 +121,7 @@ async fn times_out_within_bound_without_worker() {
     let again = caller
         .request(&topic, "still nobody".into(), Duration::from_millis(100))
         .await;
-    assert!(matches!(again, Err(Error::Timeout(_))), "{again:?}");
+    assert!(matches!(again, Err(Error::NoReply { .. })), "{again:?}");
     caller.shutdown(GRACE).await.expect("shutdown");
 }
 

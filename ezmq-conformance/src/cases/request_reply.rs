@@ -12,7 +12,7 @@ use crate::Ctx;
 /// [`Capability::RequestReply`]: a reply listener on one client answers a
 /// request from another within its deadline (the worker sees a deadline
 /// in the future); a handler error reaches the caller as [`Error::Remote`] with
-/// its message; a request nobody answers fails with [`Error::Timeout`]
+/// its message; a request nobody answers fails with [`Error::NoReply`]
 /// after its deadline, not before.
 pub async fn request_reply(ctx: Ctx) {
     let topic = ctx.topic("rpc");
@@ -75,8 +75,8 @@ pub async fn request_reply(ctx: Ctx) {
     let result = caller.request(&nobody, "anyone?".into(), deadline).await;
     let waited = started.elapsed();
     assert!(
-        matches!(result, Err(Error::Timeout(_))),
-        "no listener: want Error::Timeout, got {result:?}"
+        matches!(&result, Err(Error::NoReply { topic: t, .. }) if t.as_str() == nobody.as_str()),
+        "no listener: want Error::NoReply naming the topic, got {result:?}"
     );
     assert!(
         waited >= deadline,
