@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use ezmq_disque_server::{EmbeddedDisque, ServerConfig};
 use ezmq::{Config, ConnectFailure, Error, MqClient};
+use ezmq_disque_server::{EmbeddedDisque, ServerConfig};
 
 /// A loopback port nothing listens on right now.
 fn free_port() -> u16 {
