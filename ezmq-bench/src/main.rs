@@ -1,19 +1,26 @@
 //! # ezmq-bench
 //!
-//! Measures ezmq against the raw Disque commands it sends, in the same
-//! run: push throughput, consume throughput, push → handler latency (one
-//! topic and a mixed 20-topic load), request-reply round trips and the
-//! peak RSS under the 128-task push load. Prints one markdown table per
-//! scenario (see `BENCHMARKS.md` at the repository root).
+//! Measures ezmq against the raw commands of each broker, in the same
+//! run. Disque: push throughput, consume throughput, push → handler
+//! latency (one topic and a mixed 20-topic load), request-reply round
+//! trips and the peak RSS under the 128-task push load. Redis and
+//! RabbitMQ: push and consume throughput and push → handler latency
+//! against a raw `redis`-crate / `lapin` loop. Prints one markdown table
+//! per scenario (see `BENCHMARKS.md` at the repository root).
 //!
 //! ```text
-//! cargo run --release -p ezmq-bench -- [--addrs host:port,...] [--server-process]
+//! cargo run --release -p ezmq-bench -- [--backend disque|redis|rabbitmq]...
+//!                                      [--addrs host:port,...] [--server-process]
 //!                                      [--smoke] [--scenario NAME]
 //! ```
 //!
-//! Without `--addrs` or `--server-process` the server is embedded in the
-//! bench process (client and server then share the CPU).
+//! Without `--addrs` or `--server-process` the Disque server is embedded
+//! in the bench process (client and server then share the CPU). Redis and
+//! RabbitMQ are the servers at `--redis-url` / `--amqp-url`; one that does
+//! not answer is skipped with one line, unless `EZMQ_REQUIRE_BROKERS`
+//! names it.
 
+mod brokers;
 mod counting;
 mod raw;
 mod scenario;
@@ -39,10 +46,21 @@ pub(crate) type BoxResult<T> = Result<T, BoxError>;
 #[derive(Debug, Parser)]
 #[command(
     name = "ezmq-bench",
-    about = "ezmq vs raw Disque commands: throughput, latency, request-reply, memory"
+    about = "ezmq vs raw broker clients (Disque, Redis, RabbitMQ): throughput, latency, request-reply, memory"
 )]
 struct Args {
-    /// Servers to use (`host:port,...`), started separately, e.g. with
+    /// Backends to measure (repeatable); default all three. Redis and
+    /// RabbitMQ are skipped with one line when they do not answer, unless
+    /// `EZMQ_REQUIRE_BROKERS` names them (or is `all`).
+    #[arg(long, value_enum)]
+    backend: Vec<BackendKind>,
+    /// The Redis server of the Redis rows.
+    #[arg(long, env = "EZMQ_TEST_REDIS_URL", default_value = brokers::redis::DEFAULT_URL)]
+    redis_url: String,
+    /// The RabbitMQ broker of the RabbitMQ rows.
+    #[arg(long, env = "EZMQ_TEST_AMQP_URL", default_value = brokers::rabbitmq::DEFAULT_URL)]
+    amqp_url: String,
+    /// Disque servers to use (`host:port,...`), started separately, e.g. with
     /// `ezmq-disque-server --port 7711`. The first one is used by the raw
     /// baseline. Default: a server embedded in this process.
     #[arg(long, value_delimiter = ',')]
@@ -51,7 +69,7 @@ struct Args {
     /// so that the client's CPU and memory are measured apart.
     #[arg(long, conflicts_with = "addrs")]
     server_process: bool,
-    /// Tiny counts: a few seconds in all (CI).
+    /// Tiny counts: a few seconds per backend (CI).
     #[arg(long)]
     smoke: bool,
     /// Run only this scenario (repeatable); default all.
@@ -75,19 +93,31 @@ struct Args {
     serve: Option<u16>,
 }
 
+/// The backends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendKind {
+    /// Disque (the embedded server, a child process, or `--addrs`).
+    Disque,
+    /// Redis Streams (`--redis-url`).
+    Redis,
+    /// RabbitMQ (`--amqp-url`).
+    Rabbitmq,
+}
+
 /// The scenarios.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Scenario {
-    /// Push throughput, raw ADDJOB vs `client.push`, 1/16/128 tasks (also
+    /// Push throughput, raw vs `client.push`, 1/16/128 tasks (Disque: also
     /// measures memory).
     Push,
     /// Consume throughput on a pre-filled queue.
     Consume,
-    /// Push → handler latency at fixed rates, and the mixed 20-topic load.
+    /// Push → handler latency at fixed rates (Disque: and the mixed
+    /// 20-topic load).
     Latency,
-    /// Request-reply round trips.
+    /// Request-reply round trips (Disque only).
     Rpc,
-    /// Peak RSS under the 128-task push load only.
+    /// Peak RSS under the 128-task push load only (Disque only).
     Memory,
 }
 
@@ -118,7 +148,13 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ezmq-bench: {e}");
+            let mut message = format!("ezmq-bench: {e}");
+            let mut source = e.source();
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            eprintln!("{message}");
             ExitCode::FAILURE
         }
     }
@@ -135,22 +171,11 @@ async fn run(args: Args) -> BoxResult<()> {
         settings.sides = vec![only];
     }
     let wanted = |s: Scenario| args.scenario.is_empty() || args.scenario.contains(&s);
-    let target = if !args.addrs.is_empty() {
-        Target::external(args.addrs.clone())
-    } else if args.server_process {
-        Target::child_process()?
-    } else {
-        Target::embedded().await?
-    };
+    let backend = |b: BackendKind| args.backend.is_empty() || args.backend.contains(&b);
     let started = Instant::now();
     println!(
         "# ezmq-bench ({})\n",
         if args.smoke { "smoke" } else { "full" }
-    );
-    println!(
-        "- server: {} at {}",
-        target.mode.describe(),
-        target.addrs.join(",")
     );
     println!(
         "- CPUs: {}, bench runtime threads: {}",
@@ -164,49 +189,39 @@ async fn run(args: Args) -> BoxResult<()> {
     println!("- load average at start: {}\n", load_average());
 
     let mut goals = Table::new("Goals", &["goal", "measured", "verdict"]);
-    if wanted(Scenario::Push) || wanted(Scenario::Memory) {
-        let only_memory = !wanted(Scenario::Push);
-        let (tables, outcome) = scenario::push::run(&target, &settings, only_memory).await?;
-        for t in tables {
-            println!("{}", t.render());
-        }
-        if !only_memory {
-            for (body, r) in outcome.ratios_at_128 {
-                goals.row(vec![
-                    format!("push {body} B, 128 tasks: ezmq ≥ 90 % of raw"),
-                    format!("{:.0} %", r * 100.0),
-                    verdict(r >= 0.90),
-                ]);
+    if backend(BackendKind::Disque) {
+        run_disque(&args, &settings, &wanted, &mut goals).await?;
+    }
+    let parts = brokers::Parts {
+        push: wanted(Scenario::Push),
+        consume: wanted(Scenario::Consume),
+        latency: wanted(Scenario::Latency),
+    };
+    if backend(BackendKind::Redis) && (parts.push || parts.consume || parts.latency) {
+        let url = &args.redis_url;
+        match brokers::redis::RedisBench::connect(url).await {
+            Ok(redis) => {
+                println!("## Redis at {url}\n");
+                brokers::run(&redis, &settings, parts, &mut goals).await?;
             }
+            Err(e) if brokers::required("redis") => {
+                return Err(format!("no broker at {url}: {e}").into())
+            }
+            Err(_) => println!("skipped: no broker at {url}\n"),
         }
     }
-    if wanted(Scenario::Consume) {
-        let (t, r) = scenario::consume::run(&target, &settings).await?;
-        println!("{}", t.render());
-        if settings.sides.len() == 2 {
-            goals.row(vec![
-                "consume: listener ≥ 80 % of raw loop".to_owned(),
-                format!("{:.0} %", r * 100.0),
-                verdict(r >= 0.80),
-            ]);
+    if backend(BackendKind::Rabbitmq) && (parts.push || parts.consume || parts.latency) {
+        let url = &args.amqp_url;
+        match brokers::rabbitmq::RabbitBench::connect(url).await {
+            Ok(rabbit) => {
+                println!("## RabbitMQ at {url}\n");
+                brokers::run(&rabbit, &settings, parts, &mut goals).await?;
+            }
+            Err(e) if brokers::required("rabbitmq") => {
+                return Err(format!("no broker at {url}: {e}").into())
+            }
+            Err(_) => println!("skipped: no broker at {url}\n"),
         }
-    }
-    if wanted(Scenario::Latency) {
-        let (tables, p99) = scenario::latency::run(&target, &settings).await?;
-        for t in tables {
-            println!("{}", t.render());
-        }
-        if let Some(p99) = p99 {
-            goals.row(vec![
-                "latency: p99 push → handler < 2 ms at 1k msg/s".to_owned(),
-                format!("{} ms", stats::ms(p99)),
-                verdict(p99 < Duration::from_millis(2)),
-            ]);
-        }
-    }
-    if wanted(Scenario::Rpc) {
-        let t = scenario::rpc::run(&target, &settings).await?;
-        println!("{}", t.render());
     }
     println!("{}", goals.render());
     println!(
@@ -214,6 +229,72 @@ async fn run(args: Args) -> BoxResult<()> {
         started.elapsed().as_secs_f64(),
         load_average()
     );
+    Ok(())
+}
+
+/// The Disque scenarios.
+async fn run_disque(
+    args: &Args,
+    settings: &Settings,
+    wanted: &dyn Fn(Scenario) -> bool,
+    goals: &mut Table,
+) -> BoxResult<()> {
+    let target = if !args.addrs.is_empty() {
+        Target::external(args.addrs.clone())
+    } else if args.server_process {
+        Target::child_process()?
+    } else {
+        Target::embedded().await?
+    };
+    println!(
+        "## Disque: {} at {}\n",
+        target.mode.describe(),
+        target.addrs.join(",")
+    );
+    if wanted(Scenario::Push) || wanted(Scenario::Memory) {
+        let only_memory = !wanted(Scenario::Push);
+        let (tables, outcome) = scenario::push::run(&target, settings, only_memory).await?;
+        for t in tables {
+            println!("{}", t.render());
+        }
+        if !only_memory {
+            for (body, r) in outcome.ratios_at_128 {
+                goals.row(vec![
+                    format!("Disque: push {body} B, 128 tasks: ezmq ≥ 90 % of raw"),
+                    format!("{:.0} %", r * 100.0),
+                    verdict(r >= 0.90),
+                ]);
+            }
+        }
+    }
+    if wanted(Scenario::Consume) {
+        let (t, r) = scenario::consume::run(&target, settings).await?;
+        println!("{}", t.render());
+        if settings.sides.len() == 2 {
+            goals.row(vec![
+                "Disque: consume: listener ≥ 80 % of raw loop".to_owned(),
+                format!("{:.0} %", r * 100.0),
+                verdict(r >= 0.80),
+            ]);
+        }
+    }
+    if wanted(Scenario::Latency) {
+        let (tables, p99) = scenario::latency::run(&target, settings).await?;
+        for t in tables {
+            println!("{}", t.render());
+        }
+        if let Some(p99) = p99 {
+            goals.row(vec![
+                "Disque: latency: p99 push → handler < 2 ms at 1k msg/s".to_owned(),
+                format!("{} ms", stats::ms(p99)),
+                verdict(p99 < Duration::from_millis(2)),
+            ]);
+        }
+    }
+    if wanted(Scenario::Rpc) {
+        let t = scenario::rpc::run(&target, settings).await?;
+        println!("{}", t.render());
+    }
     target.shutdown().await;
     Ok(())
 }

@@ -25,33 +25,41 @@ use crate::{raw, BoxResult};
 /// The latency goal: p99 below this at 1k msg/s.
 const GOAL_P99: Duration = Duration::from_millis(2);
 /// How long receivers may lag behind the last send before the run ends.
-const TAIL_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const TAIL_WAIT: Duration = Duration::from_secs(10);
 
 /// One latency workload.
 #[derive(Debug, Clone)]
-struct Spec {
-    topics: usize,
-    body_len: usize,
-    rate: u64,
-    time: Duration,
-    warm: Duration,
+pub(crate) struct Spec {
+    /// Topics the load is spread over (round-robin).
+    pub(crate) topics: usize,
+    /// Body size (at least the 8-byte send stamp).
+    pub(crate) body_len: usize,
+    /// Offered rate, msg/s over all topics.
+    pub(crate) rate: u64,
+    /// Length of the run.
+    pub(crate) time: Duration,
+    /// Samples sent during this first part are dropped.
+    pub(crate) warm: Duration,
     /// Listener concurrency per topic (and raw `GETJOB COUNT`).
-    concurrency: usize,
+    pub(crate) concurrency: usize,
 }
 
 /// What a run measured.
 #[derive(Debug, Default)]
-struct Measured {
-    latency: Latency,
-    sent: u64,
-    received: u64,
+pub(crate) struct Measured {
+    /// Percentiles of the samples after the warm-up.
+    pub(crate) latency: Latency,
+    /// Messages sent.
+    pub(crate) sent: u64,
+    /// Messages received (warm-up included).
+    pub(crate) received: u64,
     /// Sends per second achieved.
-    send_rate: f64,
+    pub(crate) send_rate: f64,
 }
 
 /// Samples shared between the receivers of a run.
 #[derive(Debug)]
-struct Recorder {
+pub(crate) struct Recorder {
     base: Instant,
     /// Send times before this (ns since `base`) are warm-up;
     /// set when the producer starts.
@@ -61,15 +69,55 @@ struct Recorder {
 }
 
 impl Recorder {
+    /// A recorder whose stamps count from `base`.
+    pub(crate) fn new(base: Instant) -> Self {
+        Recorder {
+            base,
+            cutoff: AtomicU64::new(u64::MAX),
+            received: AtomicU64::new(0),
+            samples: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Messages received so far.
+    pub(crate) fn received(&self) -> u64 {
+        self.received.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `sent` messages were received or `limit` passed.
+    pub(crate) async fn wait_for(&self, sent: u64, limit: Duration) {
+        let tail = Instant::now();
+        while self.received() < sent && tail.elapsed() < limit {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// What was measured, taking the samples.
+    pub(crate) fn measured(&self, sent: u64, send_rate: f64) -> Measured {
+        let samples = self
+            .samples
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        Measured {
+            latency: Latency::from_nanos(samples),
+            sent,
+            received: self.received(),
+            send_rate,
+        }
+    }
+
     /// Marks the start of sending: samples sent within `warm` from now are
     /// dropped.
-    fn start_now(&self, warm: Duration) {
+    pub(crate) fn start_now(&self, warm: Duration) {
         let now = self.base.elapsed().as_nanos() as u64;
         self.cutoff
             .store(now + warm.as_nanos() as u64, Ordering::Relaxed);
     }
 
-    fn record(&self, body: &[u8]) {
+    /// Records the arrival of a message whose body starts with its send
+    /// stamp.
+    pub(crate) fn record(&self, body: &[u8]) {
         let now = self.base.elapsed().as_nanos() as u64;
         self.received.fetch_add(1, Ordering::Relaxed);
         let Some(stamp) = body.get(..8) else { return };
@@ -170,7 +218,8 @@ pub(crate) async fn run(
     Ok((vec![single, mixed], p99_at_1k))
 }
 
-fn row(r: u64, imp: Imp, m: &Measured, last: String) -> Vec<String> {
+/// A row of a latency table.
+pub(crate) fn row(r: u64, imp: Imp, m: &Measured, last: String) -> Vec<String> {
     vec![
         rate(r as f64),
         match imp {
@@ -192,12 +241,7 @@ fn row(r: u64, imp: Imp, m: &Measured, last: String) -> Vec<String> {
 async fn measure(target: &Target, imp: Imp, spec: &Spec) -> BoxResult<Measured> {
     let queues: Vec<String> = (0..spec.topics).map(|_| unique_queue("latency")).collect();
     let base = Instant::now();
-    let rec = Arc::new(Recorder {
-        base,
-        cutoff: AtomicU64::new(u64::MAX),
-        received: AtomicU64::new(0),
-        samples: Mutex::new(Vec::new()),
-    });
+    let rec = Arc::new(Recorder::new(base));
     let mux = target.raw().await?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut consumers: JoinSet<BoxResult<()>> = JoinSet::new();
@@ -266,10 +310,7 @@ async fn measure(target: &Target, imp: Imp, spec: &Spec) -> BoxResult<Measured> 
             (sent, send_rate, None)
         }
     };
-    let tail = Instant::now();
-    while rec.received.load(Ordering::Relaxed) < sent && tail.elapsed() < TAIL_WAIT {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    rec.wait_for(sent, TAIL_WAIT).await;
     stop.store(true, Ordering::Relaxed);
     while let Some(done) = consumers.join_next().await {
         done??;
@@ -277,23 +318,13 @@ async fn measure(target: &Target, imp: Imp, spec: &Spec) -> BoxResult<Measured> 
     if let Some(client) = client {
         client.shutdown(Duration::from_secs(1)).await?;
     }
-    let samples = rec
-        .samples
-        .lock()
-        .map(|mut s| std::mem::take(&mut *s))
-        .unwrap_or_default();
-    Ok(Measured {
-        latency: Latency::from_nanos(samples),
-        sent,
-        received: rec.received.load(Ordering::Relaxed),
-        send_rate,
-    })
+    Ok(rec.measured(sent, send_rate))
 }
 
 /// Sends `spec.rate` messages per second for `spec.time`, round-robin over
 /// `queues`, each send its own task. Returns the count sent and the send
 /// rate achieved.
-async fn produce<F, Fut>(
+pub(crate) async fn produce<F, Fut>(
     spec: &Spec,
     base: Instant,
     queues: &[String],

@@ -43,6 +43,9 @@ pub(crate) struct Settings {
     pub(crate) push_measure: Duration,
     /// Jobs in the pre-filled queue of the consume scenario.
     pub(crate) consume_jobs: u64,
+    /// Messages in the pre-filled queue of the Redis and RabbitMQ consume
+    /// rows.
+    pub(crate) broker_consume_jobs: u64,
     /// Listener concurrency and raw `GETJOB COUNT` of the consume scenario.
     pub(crate) consume_concurrency: usize,
     /// Offered rates of the single-topic latency runs (msg/s).
@@ -71,6 +74,7 @@ impl Settings {
             push_warm: Duration::from_millis(20),
             push_measure: Duration::from_millis(100),
             consume_jobs: 500,
+            broker_consume_jobs: 500,
             consume_concurrency: 64,
             latency_rates: vec![1_000, 10_000],
             latency_time: Duration::from_millis(400),
@@ -92,6 +96,7 @@ impl Settings {
             push_warm: Duration::from_millis(250),
             push_measure: Duration::from_millis(1_000),
             consume_jobs: 50_000,
+            broker_consume_jobs: 20_000,
             consume_concurrency: 64,
             latency_rates: vec![1_000, 10_000],
             latency_time: Duration::from_secs(4),

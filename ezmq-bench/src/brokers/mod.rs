@@ -1,0 +1,534 @@
+//! Redis and RabbitMQ rows: the ezmq client against a raw client loop of
+//! the same broker, in the same run (raw and ezmq alternate, cell by
+//! cell): push throughput, consume throughput on a pre-filled queue, and
+//! push → handler latency at fixed rates.
+//!
+//! Each broker implements [`RawBroker`] (its raw baseline and its ezmq
+//! client); the measuring code here is shared.
+
+pub(crate) mod rabbitmq;
+pub(crate) mod redis;
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ezmq_core::{Client, ConsumeOptions, MqClient, MqClientExt};
+use futures::future::BoxFuture;
+use tokio::sync::Notify;
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::scenario::latency::{self, Recorder, Spec, TAIL_WAIT};
+use crate::scenario::{unique_queue, Imp, Settings, FETCH_WAIT};
+use crate::stats::{ms, process_cpu, rate, us};
+use crate::table::{ratio, verdict, Table};
+use crate::BoxResult;
+
+/// Sends one message with the given body to a fixed queue and resolves
+/// once the broker has it (XADD reply, publisher confirm).
+pub(crate) type Sender = Arc<dyn Fn(Bytes) -> BoxFuture<'static, BoxResult<()>> + Send + Sync>;
+
+/// The throughput goals: ezmq reaches this share of the raw loop.
+const GOAL_RATIO: f64 = 0.90;
+/// Push tasks of the push goal.
+const GOAL_TASKS: usize = 128;
+/// Body of the push, consume and latency messages.
+const BODY_LEN: usize = 12;
+/// Longest a drain may take before the run counts as failed.
+const DRAIN_LIMIT: Duration = Duration::from_secs(120);
+/// Concurrent senders filling a queue before a consume run.
+const PREFILL_TASKS: usize = 64;
+
+/// One broker's raw baseline and ezmq client.
+pub(crate) trait RawBroker {
+    /// Name in titles and goals (`Redis`).
+    fn name(&self) -> &'static str;
+    /// The latency goal: ezmq's p99 push → handler at 1k msg/s.
+    fn p99_goal(&self) -> Duration;
+    /// What the raw side sends, for the notes under the tables.
+    fn raw_notes(&self) -> RawNotes;
+    /// A new ezmq client with its defaults.
+    async fn ezmq(&self) -> BoxResult<Client>;
+    /// A raw sender to `queue` (creating what the raw side needs first,
+    /// e.g. the queue, declared as ezmq declares it).
+    async fn raw_sender(&self, queue: &str) -> BoxResult<Sender>;
+    /// The raw consume loop: takes `n` messages from the pre-filled
+    /// `queue`, `k` in flight, acknowledging them; returns the time taken.
+    async fn raw_consume(&self, queue: &str, n: u64, k: usize) -> BoxResult<Duration>;
+    /// Starts a raw consumer of `queue` that records every message in
+    /// `rec` until `stop` is set.
+    async fn raw_receiver(
+        &self,
+        queue: &str,
+        k: usize,
+        rec: Arc<Recorder>,
+        stop: Arc<AtomicBool>,
+    ) -> BoxResult<JoinHandle<BoxResult<()>>>;
+    /// Deletes what a run left behind on `queue`.
+    async fn cleanup(&self, queue: &str) -> BoxResult<()>;
+}
+
+/// Descriptions of the raw side, printed under the tables.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawNotes {
+    /// Column header of the raw push.
+    pub(crate) push_col: &'static str,
+    /// Column header of the raw consume loop.
+    pub(crate) consume_col: &'static str,
+    /// What the raw push does.
+    pub(crate) push: &'static str,
+    /// What the raw consume loop does.
+    pub(crate) consume: &'static str,
+    /// What the raw latency consumer does.
+    pub(crate) latency: &'static str,
+}
+
+/// Which parts of a broker run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Parts {
+    /// Push throughput.
+    pub(crate) push: bool,
+    /// Consume throughput.
+    pub(crate) consume: bool,
+    /// Push → handler latency.
+    pub(crate) latency: bool,
+}
+
+/// Runs the chosen parts for broker `b`; prints its tables and adds its
+/// goals to `goals`.
+pub(crate) async fn run<B: RawBroker>(
+    b: &B,
+    s: &Settings,
+    parts: Parts,
+    goals: &mut Table,
+) -> BoxResult<()> {
+    let both = s.runs(Imp::Raw) && s.runs(Imp::Ezmq);
+    if parts.push {
+        let (t, r) = push(b, s).await?;
+        println!("{}", t.render());
+        if let Some(r) = r.filter(|_| both) {
+            goals.row(vec![
+                format!(
+                    "{}: push {BODY_LEN} B, {GOAL_TASKS} tasks: ezmq ≥ 90 % of raw",
+                    b.name()
+                ),
+                format!("{:.0} %", r * 100.0),
+                verdict(r >= GOAL_RATIO),
+            ]);
+        }
+    }
+    if parts.consume {
+        let (t, r) = consume(b, s).await?;
+        println!("{}", t.render());
+        if both {
+            goals.row(vec![
+                format!("{}: consume: listener ≥ 90 % of raw loop", b.name()),
+                format!("{:.0} %", r * 100.0),
+                verdict(r >= GOAL_RATIO),
+            ]);
+        }
+    }
+    if parts.latency {
+        let (t, p99) = latency_table(b, s).await?;
+        println!("{}", t.render());
+        if let Some((p99, complete)) = p99 {
+            goals.row(vec![
+                format!(
+                    "{}: latency: p99 push → handler < {} ms at 1k msg/s",
+                    b.name(),
+                    b.p99_goal().as_millis()
+                ),
+                format!("{} ms", ms(p99)),
+                verdict(p99 < b.p99_goal() && complete),
+            ]);
+        }
+    }
+    Ok(())
+}
+
+/// The ezmq push as a [`Sender`].
+fn ezmq_sender(client: &Client, queue: &str) -> Sender {
+    let (client, queue) = (client.clone(), queue.to_owned());
+    Arc::new(move |body| {
+        let (client, queue) = (client.clone(), queue.clone());
+        Box::pin(async move {
+            client.push(&queue, body).await?;
+            Ok(())
+        })
+    })
+}
+
+/// Push throughput from 1/16/128 tasks; returns the table and the
+/// ezmq/raw ratio at [`GOAL_TASKS`].
+async fn push<B: RawBroker>(b: &B, s: &Settings) -> BoxResult<(Table, Option<f64>)> {
+    let notes = b.raw_notes();
+    let mut table = Table::new(
+        format!(
+            "{}: push throughput, {BODY_LEN} B (msg/s, best of the repeats)",
+            b.name()
+        ),
+        &[
+            "tasks",
+            notes.push_col,
+            "ezmq push",
+            "ezmq / raw",
+            "CPU µs/msg raw",
+            "CPU µs/msg ezmq",
+            "goal ≥ 90 % at 128",
+        ],
+    );
+    table.note(format!(
+        "Each cell: {} s warm-up, then {} s measured; {} repeat(s), raw and ezmq alternating, \
+         a fresh queue per cell. Raw: {} ezmq: one client shared by the tasks, \
+         `client.push(topic, body)`. CPU µs/msg: user+system CPU of the bench process \
+         (client only; the broker is another process) per push, from the best repeat.",
+        s.push_warm.as_secs_f64(),
+        s.push_measure.as_secs_f64(),
+        s.repeats,
+        notes.push,
+    ));
+    let body = Bytes::from(vec![b'x'; BODY_LEN]);
+    let mut goal_ratio = None;
+    for &tasks in &s.push_tasks {
+        let mut best = [(0f64, None::<Duration>); 2];
+        for _ in 0..s.repeats {
+            for (i, imp) in [Imp::Raw, Imp::Ezmq].into_iter().enumerate() {
+                if !s.runs(imp) {
+                    continue;
+                }
+                let queue = unique_queue("push");
+                let client = match imp {
+                    Imp::Ezmq => Some(b.ezmq().await?),
+                    Imp::Raw => None,
+                };
+                let sender = match &client {
+                    Some(client) => ezmq_sender(client, &queue),
+                    None => b.raw_sender(&queue).await?,
+                };
+                let cell = push_cell(sender, tasks, body.clone(), s).await?;
+                if let Some(client) = client {
+                    client.shutdown(Duration::from_secs(1)).await?;
+                }
+                b.cleanup(&queue).await?;
+                if cell.0 > best[i].0 {
+                    best[i] = cell;
+                }
+            }
+        }
+        let (raw, ezmq) = (best[0].0, best[1].0);
+        let goal = if tasks == GOAL_TASKS && raw > 0.0 && ezmq > 0.0 {
+            let r = ezmq / raw;
+            goal_ratio = Some(r);
+            verdict(r >= GOAL_RATIO)
+        } else {
+            String::new()
+        };
+        table.row(vec![
+            tasks.to_string(),
+            rate(raw),
+            rate(ezmq),
+            ratio(ezmq, raw),
+            us(best[0].1),
+            us(best[1].1),
+            goal,
+        ]);
+    }
+    Ok((table, goal_ratio))
+}
+
+/// Sends from `tasks` tasks for the warm-up and the measuring window;
+/// returns sends per second and CPU per send in the window.
+async fn push_cell(
+    sender: Sender,
+    tasks: usize,
+    body: Bytes,
+    s: &Settings,
+) -> BoxResult<(f64, Option<Duration>)> {
+    // One untimed send opens the connections and declares the queue.
+    sender(body.clone()).await?;
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut set: JoinSet<BoxResult<()>> = JoinSet::new();
+    for _ in 0..tasks {
+        let (done, stop, body, sender) = (
+            Arc::clone(&done),
+            Arc::clone(&stop),
+            body.clone(),
+            Arc::clone(&sender),
+        );
+        set.spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                sender(body.clone()).await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        });
+    }
+    tokio::time::sleep(s.push_warm).await;
+    let (c0, t0, cpu0) = (done.load(Ordering::Relaxed), Instant::now(), process_cpu());
+    tokio::time::sleep(s.push_measure).await;
+    let (c1, t1, cpu1) = (done.load(Ordering::Relaxed), Instant::now(), process_cpu());
+    stop.store(true, Ordering::Relaxed);
+    while let Some(result) = set.join_next().await {
+        result??;
+    }
+    let cpu = match (cpu0, cpu1) {
+        (Some(a), Some(b)) if c1 > c0 => Some((b - a) / u32::try_from(c1 - c0).unwrap_or(u32::MAX)),
+        _ => None,
+    };
+    Ok(((c1 - c0) as f64 / (t1 - t0).as_secs_f64(), cpu))
+}
+
+/// Fills `queue` with `n` messages through `sender`; not timed.
+async fn prefill(sender: &Sender, n: u64) -> BoxResult<()> {
+    let left = Arc::new(AtomicU64::new(n));
+    let body = Bytes::from(vec![b'p'; BODY_LEN]);
+    let mut set: JoinSet<BoxResult<()>> = JoinSet::new();
+    for _ in 0..PREFILL_TASKS {
+        let (left, body, sender) = (Arc::clone(&left), body.clone(), Arc::clone(sender));
+        set.spawn(async move {
+            while left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(1))
+                .is_ok()
+            {
+                sender(body.clone()).await?;
+            }
+            Ok(())
+        });
+    }
+    while let Some(result) = set.join_next().await {
+        result??;
+    }
+    Ok(())
+}
+
+/// Consume throughput on a pre-filled queue; returns the table and the
+/// ezmq/raw ratio.
+async fn consume<B: RawBroker>(b: &B, s: &Settings) -> BoxResult<(Table, f64)> {
+    let (n, k) = (s.broker_consume_jobs, s.consume_concurrency);
+    let notes = b.raw_notes();
+    let mut table = Table::new(
+        format!(
+            "{}: consume throughput on a pre-filled queue (msg/s, best of the repeats)",
+            b.name()
+        ),
+        &[
+            "messages",
+            notes.consume_col,
+            "ezmq listener",
+            "ezmq / raw",
+            "CPU µs/msg raw",
+            "CPU µs/msg ezmq",
+            "goal ≥ 90 %",
+        ],
+    );
+    table.note(format!(
+        "Queue pre-filled with {n} messages of {BODY_LEN} B before each run (raw sends, not \
+         timed). Raw: {} ezmq: `add_consume_listener_with(q, concurrency {k})`, a handler that \
+         only counts, auto-ack; timed from the listener start until the last handler \
+         returned (its ack batch still in flight). {} repeat(s), raw and ezmq alternating.",
+        notes.consume, s.repeats
+    ));
+    let mut best = [(0f64, None::<Duration>); 2];
+    for _ in 0..s.repeats {
+        for (i, imp) in [Imp::Raw, Imp::Ezmq].into_iter().enumerate() {
+            if !s.runs(imp) {
+                continue;
+            }
+            let queue = unique_queue("consume");
+            prefill(&b.raw_sender(&queue).await?, n).await?;
+            let cpu0 = process_cpu();
+            let elapsed = match imp {
+                Imp::Raw => b.raw_consume(&queue, n, k).await?,
+                Imp::Ezmq => {
+                    let client = b.ezmq().await?;
+                    let elapsed = ezmq_consume(&client, &queue, n, k).await;
+                    client.shutdown(Duration::from_secs(1)).await?;
+                    elapsed?
+                }
+            };
+            let cpu = match (cpu0, process_cpu()) {
+                (Some(a), Some(b)) => b
+                    .checked_sub(a)
+                    .map(|d| d / u32::try_from(n.max(1)).unwrap_or(u32::MAX)),
+                _ => None,
+            };
+            b.cleanup(&queue).await?;
+            let per_sec = n as f64 / elapsed.as_secs_f64();
+            if per_sec > best[i].0 {
+                best[i] = (per_sec, cpu);
+            }
+        }
+    }
+    let (raw, ezmq) = (best[0].0, best[1].0);
+    let r = ezmq / raw.max(1.0);
+    table.row(vec![
+        n.to_string(),
+        rate(raw),
+        rate(ezmq),
+        ratio(ezmq, raw),
+        us(best[0].1),
+        us(best[1].1),
+        if raw > 0.0 && ezmq > 0.0 {
+            verdict(r >= GOAL_RATIO)
+        } else {
+            String::new()
+        },
+    ]);
+    Ok((table, r))
+}
+
+/// The ezmq listener draining `n` messages; returns the time taken.
+async fn ezmq_consume(client: &Client, queue: &str, n: u64, k: usize) -> BoxResult<Duration> {
+    let handled = Arc::new(AtomicU64::new(0));
+    let all_done = Arc::new(Notify::new());
+    let (h, d) = (Arc::clone(&handled), Arc::clone(&all_done));
+    let start = Instant::now();
+    let listener = client
+        .add_consume_listener_with(
+            queue,
+            ConsumeOptions::new()
+                .with_concurrency(k)
+                .with_fetch_wait(FETCH_WAIT),
+            move |_job| {
+                if h.fetch_add(1, Ordering::Relaxed) + 1 == n {
+                    d.notify_one();
+                }
+                async { Ok::<(), Infallible>(()) }
+            },
+        )
+        .await?;
+    let finished = tokio::time::timeout(DRAIN_LIMIT, all_done.notified()).await;
+    let elapsed = start.elapsed();
+    listener.stop(Duration::from_secs(1)).await;
+    if finished.is_err() {
+        let got = handled.load(Ordering::Relaxed);
+        return Err(format!("ezmq consume: only {got} of {n} messages in {DRAIN_LIMIT:?}").into());
+    }
+    Ok(elapsed)
+}
+
+/// Latency at each offered rate; returns the table and ezmq's p99 at
+/// 1k msg/s with whether every message arrived.
+async fn latency_table<B: RawBroker>(
+    b: &B,
+    s: &Settings,
+) -> BoxResult<(Table, Option<(Duration, bool)>)> {
+    let goal = b.p99_goal().as_millis();
+    let goal_col = format!("goal p99 < {goal} ms @1k");
+    let mut table = Table::new(
+        format!(
+            "{}: latency push → handler start, one topic, {BODY_LEN} B bodies (ms)",
+            b.name()
+        ),
+        &[
+            "rate msg/s",
+            "impl",
+            "sent/s",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "samples",
+            goal_col.as_str(),
+        ],
+    );
+    table.note(format!(
+        "Each run: {} s at the offered rate, the first {} s dropped as warm-up; pushes from a \
+         pacing task (1 ms ticks, each push a task), latency measured from the moment the push \
+         is issued. ezmq: `client.push`, one listener with concurrency 64, latency taken when \
+         the handler starts. Raw: the same pacing with the raw push; {}",
+        s.latency_time.as_secs_f64(),
+        s.latency_warm.as_secs_f64(),
+        b.raw_notes().latency
+    ));
+    let mut p99_at_1k = None;
+    for &r in &s.latency_rates {
+        let spec = Spec {
+            topics: 1,
+            body_len: BODY_LEN,
+            rate: r,
+            time: s.latency_time,
+            warm: s.latency_warm,
+            concurrency: 64,
+        };
+        for imp in s.sides.clone() {
+            let m = latency_run(b, imp, &spec).await?;
+            let cell = if r == 1_000 && imp == Imp::Ezmq {
+                let complete = m.received == m.sent;
+                p99_at_1k = Some((m.latency.p99, complete));
+                verdict(m.latency.p99 < b.p99_goal() && complete)
+            } else {
+                String::new()
+            };
+            table.row(latency::row(r, imp, &m, cell));
+        }
+    }
+    Ok((table, p99_at_1k))
+}
+
+/// One latency run of `imp` on a fresh queue.
+async fn latency_run<B: RawBroker>(b: &B, imp: Imp, spec: &Spec) -> BoxResult<latency::Measured> {
+    let queue = unique_queue("latency");
+    let base = Instant::now();
+    let rec = Arc::new(Recorder::new(base));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sender, client, receiver) = match imp {
+        Imp::Ezmq => {
+            let client = b.ezmq().await?;
+            let r = Arc::clone(&rec);
+            client
+                .add_consume_listener_with(
+                    &queue,
+                    ConsumeOptions::new()
+                        .with_concurrency(spec.concurrency)
+                        .with_fetch_wait(FETCH_WAIT),
+                    move |job| {
+                        r.record(job.body());
+                        async { Ok::<(), Infallible>(()) }
+                    },
+                )
+                .await?;
+            (ezmq_sender(&client, &queue), Some(client), None)
+        }
+        Imp::Raw => {
+            let sender = b.raw_sender(&queue).await?;
+            let receiver = b
+                .raw_receiver(
+                    &queue,
+                    spec.concurrency,
+                    Arc::clone(&rec),
+                    Arc::clone(&stop),
+                )
+                .await?;
+            (sender, None, Some(receiver))
+        }
+    };
+    rec.start_now(spec.warm);
+    let queues = [queue.clone()];
+    let (sent, send_rate) =
+        latency::produce(spec, base, &queues, move |_q, body| sender(body)).await?;
+    rec.wait_for(sent, TAIL_WAIT).await;
+    stop.store(true, Ordering::Relaxed);
+    if let Some(receiver) = receiver {
+        receiver.await??;
+    }
+    if let Some(client) = client {
+        client.shutdown(Duration::from_secs(1)).await?;
+    }
+    b.cleanup(&queue).await?;
+    Ok(rec.measured(sent, send_rate))
+}
+
+/// True when `EZMQ_REQUIRE_BROKERS` (comma-separated backend names, or
+/// `all`) names `backend`: an unreachable broker is then an error, not a
+/// skip.
+pub(crate) fn required(backend: &str) -> bool {
+    std::env::var("EZMQ_REQUIRE_BROKERS").is_ok_and(|v| {
+        v.split(',')
+            .map(str::trim)
+            .any(|b| b.eq_ignore_ascii_case("all") || b.eq_ignore_ascii_case(backend))
+    })
+}
