@@ -23,6 +23,16 @@ use tracing::info;
 async fn main() -> anyhow::Result<()> {
     support::init_logging();
     let (url, server) = support::broker().await?;
+    if server.is_some() {
+        // Each process would start its own server and run every tick:
+        // say how to share one instead of pretending to be distributed.
+        tracing::warn!(
+            "running alone on a private embedded server: every process started like this \
+             runs every tick. To share the ticks, start one broker \
+             (`cargo run -p ezmq-disque-server -- --port 7711`) and run each copy with \
+             EZMQ_URL=disque://127.0.0.1:7711 (or a redis:// or amqp:// URL)"
+        );
+    }
     let client = ezmq::connect_url(&url).await?;
     let me = std::process::id();
 
