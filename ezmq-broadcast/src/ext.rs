@@ -195,6 +195,21 @@ pub trait BroadcastExt {
         self.push_broadcast(topic, body.into()).await
     }
 
+    /// Broadcasts `value` encoded as JSON, deliverable after `delay` (never
+    /// earlier).
+    async fn push_broadcast_json_delay<T>(
+        &self,
+        topic: &str,
+        value: &T,
+        delay: Duration,
+    ) -> Result<BroadcastReceipt>
+    where
+        T: Serialize + Sync + ?Sized,
+    {
+        let body = serde_json::to_vec(value)?;
+        self.push_broadcast_delay(topic, body.into(), delay).await
+    }
+
     /// Broadcasts `body` with explicit options, applied to every copy. An
     /// unset `ttl` becomes the retention plus the delay.
     ///

@@ -140,6 +140,20 @@ async fn delayed_broadcast_arrives_no_earlier_than_its_delay() {
         elapsed < delay + Duration::from_secs(10),
         "delivered only after {elapsed:?}"
     );
+
+    // The typed form: JSON, same delay rule.
+    let pushed_at = Instant::now();
+    client
+        .push_broadcast_json_delay(&topic, &Note { n: 7 }, Duration::from_secs(1))
+        .await
+        .expect("delayed JSON broadcast stored");
+    let d = next(&mut rx).await;
+    assert_eq!(d.body, r#"{"n":7}"#);
+    assert!(
+        pushed_at.elapsed() + broker.clock_slack() >= Duration::from_secs(1),
+        "delivered after {:?}, before the delay",
+        pushed_at.elapsed()
+    );
     shutdown_all(&[&client]).await;
 }
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::hooks::ListenerHooks;
 
 /// How a failed job waits before its next attempt: `initial * 2^(attempt-1)`,
 /// capped at `max`, with up to 20 % random jitter.
@@ -83,6 +84,11 @@ pub struct ConsumeOptions {
     /// delivered twice, and a failure or a crash loses it (logged, never
     /// retried nor dead-lettered). Default off (at least once).
     pub at_most_once: bool,
+    /// A handler still running after this long fails (and is retried as
+    /// usual). Default `None`: no limit.
+    pub handler_timeout: Option<Duration>,
+    /// Callbacks on retries and dead letters.
+    pub hooks: ListenerHooks,
 }
 
 impl Default for ConsumeOptions {
@@ -95,6 +101,8 @@ impl Default for ConsumeOptions {
             heartbeat_after: Duration::from_millis(500),
             fetch_wait: Duration::from_secs(1),
             at_most_once: false,
+            handler_timeout: None,
+            hooks: ListenerHooks::default(),
         }
     }
 }
@@ -161,6 +169,20 @@ impl ConsumeOptions {
         self
     }
 
+    /// Sets [`ConsumeOptions::handler_timeout`].
+    #[must_use]
+    pub fn with_handler_timeout(mut self, timeout: Duration) -> Self {
+        self.handler_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets [`ConsumeOptions::hooks`].
+    #[must_use]
+    pub fn with_hooks(mut self, hooks: ListenerHooks) -> Self {
+        self.hooks = hooks;
+        self
+    }
+
     /// Checks the values.
     pub fn validate(&self) -> Result<()> {
         if self.concurrency == 0 {
@@ -175,6 +197,9 @@ impl ConsumeOptions {
                 "initial wait is longer than the maximum",
             ));
         }
+        if self.handler_timeout == Some(Duration::ZERO) {
+            return Err(Error::invalid_option("handler_timeout", "must be positive"));
+        }
         if self.heartbeat_after.is_zero() {
             return Err(Error::invalid_option("heartbeat_after", "must be positive"));
         }
@@ -188,6 +213,11 @@ impl ConsumeOptions {
             ("fetch_wait", self.fetch_wait, Duration::from_secs(3600)),
             ("heartbeat_after", self.heartbeat_after, DAY),
             ("backoff", self.backoff.max, 7 * DAY),
+            (
+                "handler_timeout",
+                self.handler_timeout.unwrap_or_default(),
+                7 * DAY,
+            ),
         ] {
             if value > max {
                 return Err(Error::invalid_option(

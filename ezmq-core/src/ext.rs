@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -10,7 +11,7 @@ use serde::Serialize;
 
 use crate::consume_options::ConsumeOptions;
 use crate::error::{BoxError, Result};
-use crate::handler::{handler_fn, json_handler};
+use crate::handler::{handler_fn, json_handler, Permanent};
 use crate::job::{Job, JobId};
 use crate::listener::ListenerHandle;
 use crate::mq_client::MqClient;
@@ -53,6 +54,16 @@ pub trait MqClientExt: MqClient {
     {
         let body = serde_json::to_vec(value)?;
         self.push_with(topic, body.into(), options).await
+    }
+
+    /// Pushes `value` encoded as JSON, deliverable after `delay` (never
+    /// earlier).
+    async fn push_json_delay<T>(&self, topic: &str, value: &T, delay: Duration) -> Result<JobId>
+    where
+        T: Serialize + Sync + ?Sized,
+    {
+        self.push_json_with(topic, value, PushOptions::default().with_delay(delay))
+            .await
     }
 
     /// Starts a listener with default [`ConsumeOptions`] that runs the
@@ -112,6 +123,88 @@ pub trait MqClientExt: MqClient {
         E: Into<BoxError> + 'static,
     {
         let handler = json_handler(f);
+        self.add_listener(topic, Arc::new(handler), options).await
+    }
+
+    /// A typed listener that still sees the delivery: the closure gets the
+    /// decoded JSON `T` and the [`Job`] (id, attempt, headers). A job that
+    /// does not decode is a [`Permanent`] failure.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: &impl ezmq_core::MqClient) -> ezmq_core::Result<()> {
+    /// use ezmq_core::{ConsumeOptions, Job, MqClientExt};
+    ///
+    /// #[derive(serde::Deserialize)]
+    /// struct Charge { cents: u64 }
+    ///
+    /// client
+    ///     .add_json_job_listener_with("charges", ConsumeOptions::new(), |c: Charge, job: Job| async move {
+    ///         println!("charge {} (attempt {}, tenant {:?})", c.cents, job.attempt(), job.headers().get("tenant"));
+    ///         Ok::<(), std::io::Error>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    async fn add_json_job_listener_with<T, F, Fut, E>(
+        &self,
+        topic: &str,
+        options: ConsumeOptions,
+        f: F,
+    ) -> Result<ListenerHandle>
+    where
+        T: DeserializeOwned + Send + 'static,
+        F: Fn(T, Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        let f = Arc::new(f);
+        let handler = handler_fn(move |job: Job| {
+            let f = Arc::clone(&f);
+            async move {
+                let value: T = job
+                    .json()
+                    .map_err(|e| -> BoxError { Box::new(Permanent::new(e)) })?;
+                f(value, job).await.map_err(Into::into)
+            }
+        });
+        self.add_listener(topic, Arc::new(handler), options).await
+    }
+
+    /// A listener whose closure gets shared state with every job, as axum's
+    /// `State` or apalis' `Data`: `state` (typically an `Arc` of a
+    /// connection pool or a service) is cloned once per job, with no
+    /// clones to write in the closure.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: &impl ezmq_core::MqClient) -> ezmq_core::Result<()> {
+    /// use std::sync::Arc;
+    /// use ezmq_core::{ConsumeOptions, Job, MqClientExt};
+    ///
+    /// struct Mailer { from: String }
+    /// let mailer = Arc::new(Mailer { from: "noreply@example.com".into() });
+    ///
+    /// client
+    ///     .add_stateful_listener_with("emails", ConsumeOptions::new(), mailer, |mailer: Arc<Mailer>, job: Job| async move {
+    ///         println!("{} sends {:?}", mailer.from, job.body());
+    ///         Ok::<(), std::io::Error>(())
+    ///     })
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    async fn add_stateful_listener_with<S, F, Fut, E>(
+        &self,
+        topic: &str,
+        options: ConsumeOptions,
+        state: S,
+        f: F,
+    ) -> Result<ListenerHandle>
+    where
+        S: Clone + Send + Sync + 'static,
+        F: Fn(S, Job) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
+        E: Into<BoxError> + 'static,
+    {
+        let handler = handler_fn(move |job: Job| f(state.clone(), job));
         self.add_listener(topic, Arc::new(handler), options).await
     }
 }

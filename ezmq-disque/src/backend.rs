@@ -9,14 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use ezmq_core::spi::ExclusiveClaim;
 use ezmq_core::{Error, Job, JobId, PushOptions, Result, Topic};
 use redis::Value;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::claim::ClaimMembers;
 use crate::config::DisqueConfig;
 use crate::error::DisqueError;
 use crate::fan_out::FanOutState;
@@ -76,6 +75,8 @@ pub(crate) struct Shared {
     refresher: StdMutex<Option<JoinHandle<()>>>,
     /// State of the fan-out (broadcast) implementation.
     fan_out: FanOutState,
+    /// The node set exclusive claims are counted over.
+    pub(crate) claims: ClaimMembers,
 }
 
 impl fmt::Debug for DisqueBackend {
@@ -114,6 +115,7 @@ impl DisqueBackend {
             cancel: CancellationToken::new(),
             refresher: StdMutex::new(None),
             fan_out: FanOutState::default(),
+            claims: ClaimMembers::default(),
         });
         if let Err(last) = shared.refresh_from_seeds().await {
             let addrs = shared.config.seeds.join(",");
@@ -165,7 +167,7 @@ impl DisqueBackend {
         self.shared.refresh().await.map_err(Into::into)
     }
 
-    fn ensure_open(&self) -> Result<()> {
+    pub(crate) fn ensure_open(&self) -> Result<()> {
         if self.shared.closed.load(Ordering::Acquire) {
             Err(Error::Shutdown)
         } else {
@@ -230,7 +232,7 @@ impl Shared {
             .collect()
     }
 
-    fn snapshot(&self) -> Nodes {
+    pub(crate) fn snapshot(&self) -> Nodes {
         self.nodes
             .read()
             .map(|n| Arc::clone(&n))
@@ -253,12 +255,6 @@ impl Shared {
     /// on one node; a node that fails or leaves moves only its own topics.
     fn by_affinity(&self, topic: &Topic) -> Nodes {
         affinity_order(self.snapshot(), topic)
-    }
-
-    /// Lowest id among healthy nodes first: the node every participant of
-    /// an exclusive claim agrees on.
-    fn by_lowest_id(&self) -> Nodes {
-        self.sorted_by(|n| n.is_suspect())
     }
 
     /// Runs `op` on the first candidate; on a connection error or
@@ -963,44 +959,6 @@ impl DisqueBackend {
     }
 }
 
-#[async_trait]
-impl ExclusiveClaim for DisqueBackend {
-    /// `ADDJOB <key> claim <ms> REPLICATE 1 RETRY 0 TTL <hold> MAXLEN 1` on
-    /// the reachable node with the lowest id: the first caller stores the
-    /// job and wins; everyone else gets `-MAXLEN` until the job expires
-    /// after `hold` (rounded up to whole seconds, at least 1 s).
-    async fn try_claim(&self, key: &Topic, hold: Duration) -> Result<bool> {
-        self.ensure_open()?;
-        let cfg = &self.shared.config;
-        let ms = u64::try_from(cfg.default_add_timeout.as_millis()).unwrap_or(u64::MAX);
-        let mut cmd = redis::cmd("ADDJOB");
-        cmd.arg(key.as_str())
-            .arg("claim")
-            .arg(ms.max(1))
-            .arg("REPLICATE")
-            .arg(1)
-            .arg("RETRY")
-            .arg(0)
-            .arg("TTL")
-            .arg(ceil_secs(hold).max(1))
-            .arg("MAXLEN")
-            .arg(1);
-        let timeout = cfg.default_add_timeout.saturating_add(cfg.command_timeout);
-        let cmd = &cmd;
-        let result = self
-            .shared
-            .run(self.shared.by_lowest_id(), |node| async move {
-                node.query("ADDJOB", cmd, timeout).await
-            })
-            .await;
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) if e.server_code() == Some("MAXLEN") => Ok(false),
-            Err(e) => Err(e.into()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1097,6 +1055,7 @@ mod tests {
             cancel: CancellationToken::new(),
             refresher: StdMutex::new(None),
             fan_out: FanOutState::default(),
+            claims: ClaimMembers::default(),
         };
         let infos = ids
             .iter()
@@ -1160,7 +1119,6 @@ mod tests {
         let b = shared_with(&["bb", "cc", "aa"]);
         let t = Topic::new("orders").unwrap();
         assert_eq!(ids(&a.by_affinity(&t)), ids(&b.by_affinity(&t)));
-        assert_eq!(ids(&a.by_lowest_id()), ["aa", "bb", "cc"]);
 
         // A leaving node (worse priority) is tried last.
         let first = a.by_affinity(&t)[0].clone();

@@ -10,6 +10,7 @@ use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 
 use crate::handler::Permanent;
+use crate::hooks::FailedAttempt;
 use crate::job::Job;
 use crate::push_options::PushOptions;
 use crate::spi::{Delivery, DeliveryHandle};
@@ -58,10 +59,20 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
             release(&handle).await;
         }
         Outcome::Failed { message, permanent } => {
+            let mut failed = FailedAttempt {
+                job: &job,
+                attempt,
+                error: &message,
+                retry_in: None,
+                permanent,
+            };
             if permanent || attempt >= ctx.options.max_attempts {
-                dead_letter(&ctx, &job, &handle, attempt, message, permanent, slot).await;
+                ctx.options.hooks.dead_lettered(&failed);
+                dead_letter(&ctx, &job, &handle, attempt, message.clone(), permanent, slot).await;
             } else {
                 let delay = backoff::with_jitter(ctx.options.backoff.delay_after(attempt));
+                failed.retry_in = Some(delay);
+                ctx.options.hooks.retried(&failed);
                 tracing::warn!(cause = %message, retry_in = ?delay, "job failed; will retry");
                 retry(&handle, delay).await;
             }
@@ -78,7 +89,17 @@ async fn run_handler(ctx: &Ctx, job: &Job, handle: &DeliveryHandle) -> Outcome {
         .map(|h| h.register(job.id().clone(), handle.clone()));
     let handler = Arc::clone(&ctx.handler);
     let job = job.clone();
-    let handled = AssertUnwindSafe(async move { handler.handle(job).await }).catch_unwind();
+    let limit = ctx.options.handler_timeout;
+    let handled = AssertUnwindSafe(async move {
+        match limit {
+            Some(limit) => match tokio::time::timeout(limit, handler.handle(job)).await {
+                Ok(result) => result,
+                Err(_) => Err(format!("handler timed out after {limit:?}").into()),
+            },
+            None => handler.handle(job).await,
+        }
+    })
+    .catch_unwind();
     let near_deadline = async {
         match ctx.backend.delivery_deadline() {
             Some(deadline) => {
