@@ -120,10 +120,7 @@ impl DisqueBackend {
         if let Err(last) = shared.refresh_from_seeds().await {
             let addrs = shared.config.seeds.join(",");
             tracing::warn!(%addrs, cause = %last, "no Disque seed reachable");
-            return Err(Error::Connect {
-                addrs,
-                source: Box::new(last),
-            });
+            return Err(Error::connect(addrs, last));
         }
         tracing::info!(nodes = ?shared.node_list(), "connected to Disque");
         let task = tokio::spawn(refresh_loop(Arc::clone(&shared)));
