@@ -266,15 +266,16 @@ impl Inner {
         max_len: Option<u64>,
         message: &Message,
     ) -> Result<String> {
-        let mut cmd = redis::cmd("XADD");
-        cmd.arg(stream);
+        // Sized for the usual push (stream, `*`, body) so building the
+        // command does not reallocate.
+        let args = 4 + 2 * message.headers.len() + 2 + if max_len.is_some() { 3 } else { 0 };
+        let mut cmd = redis::Cmd::with_capacity(args, stream.len() + message.body.len() + 64);
+        cmd.arg("XADD").arg(stream);
         if let Some(max) = max_len {
             cmd.arg("MAXLEN").arg("~").arg(max);
         }
         cmd.arg("*");
-        for field in message.fields() {
-            cmd.arg(field);
-        }
+        message.write_fields(&mut cmd);
         let id: String = cmd
             .query_async(&mut self.conn())
             .await
@@ -284,17 +285,18 @@ impl Inner {
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
         self.ensure_open()?;
-        let keys = TopicKeys::queue(&self.config.key_prefix, topic);
         let mut message = self.message(body, options);
         let delay = options.delay.filter(|d| !d.is_zero());
-        let id = match delay {
+        let (id, stream) = match delay {
             None => {
+                let stream = TopicKeys::queue_stream(&self.config.key_prefix, topic);
                 let entry = self
-                    .xadd(&keys.stream, self.config.stream_max_len, &message)
+                    .xadd(&stream, self.config.stream_max_len, &message)
                     .await?;
-                options.message_id.clone().unwrap_or(entry)
+                (options.message_id.clone().unwrap_or(entry), stream)
             }
             Some(delay) => {
+                let keys = TopicKeys::queue(&self.config.key_prefix, topic);
                 // A delayed message has no stream entry yet: its id is the
                 // producer's, or a fresh UUID carried as the message id.
                 let id = match &options.message_id {
@@ -315,10 +317,10 @@ impl Inner {
                 if let Some(state) = self.existing_state(&Source::Topic(topic.clone())) {
                     state.note_due_in(delay);
                 }
-                id
+                (id, keys.stream)
             }
         };
-        self.wait_replicas(&keys.stream).await?;
+        self.wait_replicas(&stream).await?;
         Ok(JobId::new(id))
     }
 

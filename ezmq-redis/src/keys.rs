@@ -29,6 +29,18 @@ impl TopicKeys {
         }
     }
 
+    /// Only the stream key of queue topic `topic` (`<prefix>:{<topic>}:s`),
+    /// built with one allocation: the push hot path needs nothing else.
+    pub(crate) fn queue_stream(prefix: &str, topic: &Topic) -> String {
+        let topic = topic.as_str();
+        let mut key = String::with_capacity(prefix.len() + topic.len() + 5);
+        key.push_str(prefix);
+        key.push_str(":{");
+        key.push_str(topic);
+        key.push_str("}:s");
+        key
+    }
+
     /// The keys of broadcast topic `topic`: `<prefix>:{<topic>}:b`, `:bd`
     /// and `:bg`.
     pub(crate) fn broadcast(prefix: &str, topic: &Topic) -> Self {

@@ -2,7 +2,6 @@
 //! and lease extension.
 
 use std::any::Any;
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use ezmq_core::spi::{DeliveryHandle, Settle};
 use ezmq_core::{Result, ATTEMPT_HEADER, MESSAGE_ID_HEADER};
-use redis::Value;
+use redis::{ToRedisArgs, Value};
 
 use crate::backend::{ms_ceil, Inner};
 use crate::codec::Message;
@@ -184,7 +183,11 @@ impl Settle for RedisDelivery {
 
 /// Acknowledges `ids` of one source in one round trip: `XACK` (and `XDEL`
 /// for a queue, so its stream holds only waiting and in-flight entries).
-pub(crate) async fn ack_ids(inner: &Inner, state: &SourceState, ids: &[String]) -> Result<()> {
+pub(crate) async fn ack_ids<T: ToRedisArgs>(
+    inner: &Inner,
+    state: &SourceState,
+    ids: &[T],
+) -> Result<()> {
     if ids.is_empty() {
         return Ok(());
     }
@@ -204,26 +207,42 @@ pub(crate) async fn ack_ids(inner: &Inner, state: &SourceState, ids: &[String]) 
 
 /// [`Backend::ack_batch`](ezmq_core::spi::Backend::ack_batch): one
 /// `XACK` (+ `XDEL`) per source for every handle of it.
+///
+/// Hot path (every acknowledged message): handles are grouped by their
+/// source's state (pointer equality; a listener's batch has one source)
+/// and the entry ids borrowed, so nothing is allocated per handle.
 pub(crate) async fn ack_batch(inner: &Arc<Inner>, handles: &[DeliveryHandle]) -> Result<()> {
     inner.ensure_open()?;
-    let mut by_source: HashMap<String, (Arc<SourceState>, Vec<String>)> = HashMap::new();
+    let mut by_source: Vec<(&Arc<SourceState>, Vec<&str>)> = Vec::new();
     let mut foreign = Vec::new();
     for handle in handles {
         match handle.downcast_ref::<RedisDelivery>() {
             Some(delivery) => {
-                by_source
-                    .entry(delivery.state.keys.stream.clone() + "\n" + &delivery.state.group)
-                    .or_insert_with(|| (Arc::clone(&delivery.state), Vec::new()))
-                    .1
-                    .push(delivery.entry.clone());
+                let id = delivery.entry.as_str();
+                match by_source
+                    .iter_mut()
+                    .find(|(state, _)| Arc::ptr_eq(state, &delivery.state))
+                {
+                    Some((_, ids)) => ids.push(id),
+                    None => {
+                        let mut ids = Vec::with_capacity(handles.len());
+                        ids.push(id);
+                        by_source.push((&delivery.state, ids));
+                    }
+                }
             }
             None => foreign.push(handle),
         }
     }
-    let batches = by_source
-        .values()
-        .map(|(state, ids)| ack_ids(inner, state, ids));
-    let results = futures::future::join_all(batches).await;
+    let results = match by_source.as_slice() {
+        [(state, ids)] => vec![ack_ids(inner, state, ids).await],
+        _ => {
+            let batches = by_source
+                .iter()
+                .map(|(state, ids)| ack_ids(inner, state, ids));
+            futures::future::join_all(batches).await
+        }
+    };
     for handle in foreign {
         handle.ack().await?;
     }
