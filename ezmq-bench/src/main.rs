@@ -216,6 +216,17 @@ async fn run(args: Args) -> BoxResult<()> {
             Ok(rabbit) => {
                 println!("## RabbitMQ at {url}\n");
                 brokers::run(&rabbit, &settings, parts, &mut goals).await?;
+                if parts.latency {
+                    // What the quorum queues cost in latency: the same run on
+                    // classic queues (no goal).
+                    let classic = brokers::Parts {
+                        push: false,
+                        consume: false,
+                        latency: true,
+                    };
+                    let rabbit = rabbit.with_classic_queues();
+                    brokers::run(&rabbit, &settings, classic, &mut goals).await?;
+                }
             }
             Err(e) if brokers::required("rabbitmq") => {
                 return Err(format!("no broker at {url}: {e}").into())
