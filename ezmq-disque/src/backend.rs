@@ -9,18 +9,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::Duration;
 
-use bytes::Bytes;
-use ezmq_core::{Error, Job, JobId, PushOptions, Result, Topic};
+use ezmq_core::{Error, JobId, Result, Topic};
 use redis::Value;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::claim::ClaimMembers;
+use crate::commands::abbreviate;
 use crate::config::DisqueConfig;
 use crate::error::DisqueError;
 use crate::fan_out::FanOutState;
-use crate::node::{affinity_score, as_string, as_u64, parse_hello, Node, NodeInfo};
-use crate::push_options::DisquePushOptions;
+use crate::node::{affinity_score, parse_hello, Node, NodeInfo};
 
 /// In-flight deliveries remembered for routing `ACKJOB`/`NACK`/`WORKING`
 /// back to the node that delivered the job; cleared when it grows past this
@@ -65,16 +64,16 @@ pub struct DisqueBackend {
 }
 
 pub(crate) struct Shared {
-    config: DisqueConfig,
+    pub(crate) config: DisqueConfig,
     /// Known nodes sorted by id.
-    nodes: RwLock<Nodes>,
+    pub(crate) nodes: RwLock<Nodes>,
     /// Job id -> node that delivered it.
-    delivered: StdMutex<HashMap<JobId, Arc<Node>>>,
-    closed: AtomicBool,
-    cancel: CancellationToken,
-    refresher: StdMutex<Option<JoinHandle<()>>>,
+    pub(crate) delivered: StdMutex<HashMap<JobId, Arc<Node>>>,
+    pub(crate) closed: AtomicBool,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) refresher: StdMutex<Option<JoinHandle<()>>>,
     /// State of the fan-out (broadcast) implementation.
-    fan_out: FanOutState,
+    pub(crate) fan_out: FanOutState,
     /// The node set exclusive claims are counted over.
     pub(crate) claims: ClaimMembers,
 }
@@ -174,7 +173,7 @@ impl DisqueBackend {
 
     /// The node a job came from, then the node its id names, then the rest
     /// by priority.
-    fn route_job(&self, id: &JobId) -> Vec<Arc<Node>> {
+    pub(crate) fn route_job(&self, id: &JobId) -> Vec<Arc<Node>> {
         let mut nodes = self.shared.by_priority().to_vec();
         let delivered = self
             .shared
@@ -199,14 +198,14 @@ impl DisqueBackend {
         nodes
     }
 
-    fn forget_delivery(&self, id: &JobId) {
+    pub(crate) fn forget_delivery(&self, id: &JobId) {
         if let Ok(mut map) = self.shared.delivered.lock() {
             map.remove(id);
         }
     }
 
     /// Runs a job command (`ACKJOB`, `NACK`, `WORKING`) routed by job.
-    async fn job_command(&self, name: &'static str, id: &JobId) -> Result<Value> {
+    pub(crate) async fn job_command(&self, name: &'static str, id: &JobId) -> Result<Value> {
         self.ensure_open()?;
         let timeout = self.shared.config.command_timeout;
         let result = self
@@ -243,21 +242,21 @@ impl Shared {
     }
 
     /// Healthy first, then lower priority, then lower id.
-    fn by_priority(&self) -> Nodes {
+    pub(crate) fn by_priority(&self) -> Nodes {
         self.sorted_by(|n| (n.is_suspect(), n.priority()))
     }
 
     /// The topic's rendezvous order: every client computes the same order
     /// from the same node table, so producers and consumers of a topic meet
     /// on one node; a node that fails or leaves moves only its own topics.
-    fn by_affinity(&self, topic: &Topic) -> Nodes {
+    pub(crate) fn by_affinity(&self, topic: &Topic) -> Nodes {
         affinity_order(self.snapshot(), topic)
     }
 
     /// Runs `op` on the first candidate; on a connection error or
     /// `-LEAVING` waits (backoff) and moves on to the next, up to
     /// `max_attempts` in all (cycling when there are fewer nodes).
-    async fn run<T, C, F, Fut>(&self, candidates: C, op: F) -> Result<T, DisqueError>
+    pub(crate) async fn run<T, C, F, Fut>(&self, candidates: C, op: F) -> Result<T, DisqueError>
     where
         C: AsRef<[Arc<Node>]>,
         F: Fn(Arc<Node>) -> Fut,
@@ -270,7 +269,7 @@ impl Shared {
     /// that the caller made itself and that failed with `first_error`
     /// (the push fast path): the failover then goes on exactly as if `run`
     /// had made that attempt.
-    async fn run_from<T, F, Fut>(
+    pub(crate) async fn run_from<T, F, Fut>(
         &self,
         candidates: &[Arc<Node>],
         first_error: Option<DisqueError>,
@@ -368,7 +367,7 @@ impl Shared {
     }
 
     /// Refreshes the node table from the known nodes, then the seeds.
-    async fn refresh(&self) -> Result<(), DisqueError> {
+    pub(crate) async fn refresh(&self) -> Result<(), DisqueError> {
         for node in self.by_priority().iter() {
             if let Ok(infos) = self.hello(node).await {
                 return self.install(infos);
@@ -419,7 +418,7 @@ impl Shared {
         Ok(())
     }
 
-    fn remember_delivery(&self, id: &JobId, node: &Arc<Node>) {
+    pub(crate) fn remember_delivery(&self, id: &JobId, node: &Arc<Node>) {
         if let Ok(mut map) = self.delivered.lock() {
             if map.len() >= MAX_TRACKED_DELIVERIES {
                 map.clear();
@@ -440,7 +439,7 @@ fn sort_nodes<K: Ord>(nodes: Nodes, key: impl FnMut(&Arc<Node>) -> K) -> Nodes {
 }
 
 /// `nodes` in `topic`'s rendezvous order (see [`Shared::by_affinity`]).
-fn affinity_order(nodes: Nodes, topic: &Topic) -> Nodes {
+pub(crate) fn affinity_order(nodes: Nodes, topic: &Topic) -> Nodes {
     sort_nodes(nodes, |n| {
         (
             n.is_suspect(),
@@ -451,88 +450,6 @@ fn affinity_order(nodes: Nodes, topic: &Topic) -> Nodes {
 }
 
 /// One `ADDJOB` attempt on `node`; returns the job id.
-async fn addjob_on(
-    node: &Node,
-    cmd: &redis::Cmd,
-    timeout: Duration,
-) -> Result<String, DisqueError> {
-    let value = node.query("ADDJOB", cmd, timeout).await?;
-    into_string(value).map_err(|value| unexpected("ADDJOB", node, &value))
-}
-
-/// Like [`as_string`], taking the reply (no copy of a bulk string); gives
-/// the value back when it is not a string.
-fn into_string(value: Value) -> std::result::Result<String, Value> {
-    match value {
-        Value::BulkString(b) => String::from_utf8(b).map_err(|e| Value::BulkString(e.into_bytes())),
-        Value::SimpleString(s) => Ok(s),
-        Value::Okay => Ok("OK".to_owned()),
-        Value::Int(i) => Ok(i.to_string()),
-        other => Err(other),
-    }
-}
-
-/// Builds the `ADDJOB` of a push: explicit `REPLICATE`, `RETRY`, `TTL` and
-/// timeout, defaults from `cfg`, durations rounded up to whole seconds.
-/// Returns the command and its replication timeout.
-fn addjob_cmd(
-    cfg: &DisqueConfig,
-    node_count: u32,
-    topic: &Topic,
-    body: &[u8],
-    options: &PushOptions,
-) -> (redis::Cmd, Duration) {
-    let default_disque = DisquePushOptions::default();
-    let disque = options
-        .backend_options::<DisquePushOptions>()
-        .unwrap_or(&default_disque);
-    let (replicate, retry) = if disque.at_most_once {
-        (1, 0)
-    } else {
-        let replicate = disque
-            .replicate
-            .or(cfg.default_replicate)
-            .unwrap_or_else(|| node_count.clamp(1, 2));
-        let retry = ceil_secs(disque.retry.unwrap_or(cfg.default_retry)).max(1);
-        (replicate, retry)
-    };
-    let delay = options.delay.map(ceil_secs).unwrap_or(0);
-    let mut ttl = ceil_secs(options.ttl.unwrap_or(cfg.default_ttl)).max(1);
-    if delay >= ttl {
-        // Disque refuses DELAY >= TTL: an explicit TTL only lost to the
-        // rounding, a default TTL counts from the end of the delay.
-        ttl = if options.ttl.is_some() {
-            delay + 1
-        } else {
-            delay + ttl
-        };
-    }
-    let timeout = disque.timeout.unwrap_or(cfg.default_add_timeout);
-    let timeout_ms = u64::try_from(timeout.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1);
-    let mut cmd = redis::cmd("ADDJOB");
-    cmd.arg(topic.as_str())
-        .arg(body)
-        .arg(timeout_ms)
-        .arg("REPLICATE")
-        .arg(replicate)
-        .arg("RETRY")
-        .arg(retry)
-        .arg("TTL")
-        .arg(ttl);
-    if delay > 0 {
-        cmd.arg("DELAY").arg(delay);
-    }
-    if let Some(maxlen) = disque.maxlen {
-        cmd.arg("MAXLEN").arg(maxlen);
-    }
-    if disque.async_replication {
-        cmd.arg("ASYNC");
-    }
-    (cmd, timeout)
-}
-
 async fn refresh_loop(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(shared.config.refresh_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -562,411 +479,9 @@ fn backoff(initial: Duration, attempt: usize) -> Duration {
 }
 
 /// Whole seconds, rounded up.
-pub(crate) fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
-}
-
-fn abbreviate(value: &Value) -> String {
-    let mut s = format!("{value:?}");
-    if s.len() > 200 {
-        let mut cut = 200;
-        while !s.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        s.truncate(cut);
-        s.push('…');
-    }
-    s
-}
-
-fn unexpected(command: &'static str, node: &Node, value: &Value) -> DisqueError {
-    DisqueError::UnexpectedReply {
-        command,
-        addr: node.addr().to_owned(),
-        reply: abbreviate(value),
-    }
-}
-
-fn as_bytes(v: &Value) -> Option<Bytes> {
-    match v {
-        Value::BulkString(b) => Some(Bytes::copy_from_slice(b)),
-        Value::SimpleString(s) => Some(Bytes::copy_from_slice(s.as_bytes())),
-        _ => None,
-    }
-}
-
-/// Parses one `[queue, id, body, ("nacks", n, "additional-deliveries", n)?]`.
-fn parse_job(v: &Value) -> Option<Job> {
-    let Value::Array(f) = v else { return None };
-    let queue = as_string(f.first()?)?;
-    let id = as_string(f.get(1)?)?;
-    let body = as_bytes(f.get(2)?)?;
-    let mut nacks = 0u32;
-    let mut extra = 0u32;
-    let mut rest = f.iter().skip(3);
-    while let (Some(k), Some(val)) = (rest.next(), rest.next()) {
-        let n = as_u64(val).and_then(|n| u32::try_from(n).ok()).unwrap_or(0);
-        match as_string(k).as_deref() {
-            Some("nacks") => nacks = n,
-            Some("additional-deliveries") => extra = n,
-            _ => {}
-        }
-    }
-    let attempt = 1u32.saturating_add(nacks).saturating_add(extra);
-    Some(Job::new(JobId::new(id), Topic::from_broker(queue), body).with_attempt(attempt))
-}
-
-fn parse_jobs(command: &'static str, node: &Node, value: &Value) -> Result<Vec<Job>, DisqueError> {
-    match value {
-        Value::Nil => Ok(Vec::new()),
-        Value::Array(items) => items
-            .iter()
-            .map(|item| parse_job(item).ok_or_else(|| unexpected(command, node, value)))
-            .collect(),
-        other => Err(unexpected(command, node, other)),
-    }
-}
-
-/// The error of a cluster-wide read that missed a node.
-fn partial(err: DisqueError) -> Error {
-    Error::backend(DisqueError::Partial(Box::new(err)), true)
-}
-
-fn map_add_error(topic: &Topic, err: DisqueError) -> Error {
-    match err.server_code() {
-        Some("MAXLEN") => Error::QueueFull {
-            topic: topic.as_str().to_owned(),
-        },
-        Some("PAUSED") => Error::QueuePaused {
-            topic: topic.as_str().to_owned(),
-        },
-        _ => err.into(),
-    }
-}
-
-/// The Disque commands, as the SPI implementation and the fan-out and
-/// reply modules use them. Jobs come back with the Disque job id as their
-/// id and the raw stored body (headers still enveloped).
-impl DisqueBackend {
-    /// `ADDJOB` on the topic's affinity node with explicit `REPLICATE`,
-    /// `RETRY`, `TTL` and timeout. A connection error or `-LEAVING` retries
-    /// on the next node: the job may then exist twice, which at-least-once
-    /// delivery allows.
-    #[tracing::instrument(level = "trace", skip(self, body, options), fields(topic = %topic))]
-    pub(crate) async fn add(
-        &self,
-        topic: &Topic,
-        body: Bytes,
-        options: &PushOptions,
-    ) -> Result<JobId> {
-        self.ensure_open()?;
-        let shared = &*self.shared;
-        // One read of the table gives both the node count and the order.
-        let nodes = shared.snapshot();
-        let node_count = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
-        let (cmd, add_timeout) = addjob_cmd(&shared.config, node_count, topic, &body, options);
-        let timeout = add_timeout.saturating_add(shared.config.command_timeout);
-        let order = affinity_order(nodes, topic);
-        let Some(first) = order.first() else {
-            return Err(map_add_error(topic, DisqueError::NoNodes));
-        };
-        // Fast path: the first attempt is awaited directly; only a failure
-        // enters the (boxed) failover loop, which continues from it.
-        let id = match addjob_on(first, &cmd, timeout).await {
-            Ok(id) => id,
-            Err(e) => {
-                let cmd = &cmd;
-                Box::pin(shared.run_from(&order, Some(e), |node| async move {
-                    addjob_on(&node, cmd, timeout).await
-                }))
-                .await
-                .map_err(|e| map_add_error(topic, e))?
-            }
-        };
-        Ok(JobId::new(id))
-    }
-
-    /// `GETJOB TIMEOUT <wait> COUNT <max> WITHCOUNTERS FROM <topic>` on a
-    /// dedicated connection to the topic's affinity node.
-    #[tracing::instrument(level = "trace", skip(self), fields(topic = %topic))]
-    pub(crate) async fn fetch(
-        &self,
-        topic: &Topic,
-        max: usize,
-        wait: Duration,
-    ) -> Result<Vec<Job>> {
-        self.ensure_open()?;
-        if max == 0 {
-            return Ok(Vec::new());
-        }
-        let mut cmd = redis::cmd("GETJOB");
-        let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
-        if wait_ms == 0 {
-            cmd.arg("NOHANG");
-        } else {
-            // TIMEOUT 0 would block forever.
-            cmd.arg("TIMEOUT").arg(wait_ms);
-        }
-        cmd.arg("COUNT")
-            .arg(max)
-            .arg("WITHCOUNTERS")
-            .arg("FROM")
-            .arg(topic.as_str());
-        let timeout = wait.saturating_add(self.shared.config.command_timeout);
-        let cmd = &cmd;
-        let shared = &self.shared;
-        let jobs = shared
-            .run(shared.by_affinity(topic), |node| async move {
-                let value = node.query_blocking("GETJOB", cmd, timeout).await?;
-                let jobs = parse_jobs("GETJOB", &node, &value)?;
-                for job in &jobs {
-                    shared.remember_delivery(job.id(), &node);
-                }
-                Ok(jobs)
-            })
-            .await?;
-        Ok(jobs)
-    }
-
-    /// `ACKJOB`, not `FASTACK`: both answer at once, but `ACKJOB` keeps the
-    /// acknowledgement until every node holding a copy has confirmed, so a
-    /// node that was unreachable for a moment cannot redeliver the job.
-    #[tracing::instrument(level = "trace", skip(self, id), fields(job_id = %id))]
-    pub(crate) async fn ack(&self, id: &JobId) -> Result<()> {
-        let result = self.job_command("ACKJOB", id).await;
-        self.forget_delivery(id);
-        result.map(drop)
-    }
-
-    /// One `ACKJOB id1 id2 ...` per node that delivered the jobs (an ACK
-    /// goes to the delivering node, as in [`Backend::ack`]), the nodes
-    /// concurrently. Ids with no recorded delivery are ACKed one by one,
-    /// routed by id. On error the deliveries of the failed commands are
-    /// kept, so the caller's per-id retry still goes to the right node.
-    #[tracing::instrument(level = "trace", skip_all, fields(jobs = ids.len()))]
-    pub(crate) async fn ack_many(&self, ids: &[JobId]) -> Result<()> {
-        self.ensure_open()?;
-        let mut by_node: Vec<(Arc<Node>, Vec<&JobId>)> = Vec::new();
-        let mut unrouted = Vec::new();
-        if let Ok(map) = self.shared.delivered.lock() {
-            for id in ids {
-                match map.get(id) {
-                    Some(node) => match by_node.iter_mut().find(|(n, _)| Arc::ptr_eq(n, node)) {
-                        Some((_, group)) => group.push(id),
-                        None => by_node.push((Arc::clone(node), vec![id])),
-                    },
-                    None => unrouted.push(id),
-                }
-            }
-        } else {
-            unrouted.extend(ids);
-        }
-        let timeout = self.shared.config.command_timeout;
-        let batches = by_node.iter().map(|(node, group)| async move {
-            let mut cmd = redis::cmd("ACKJOB");
-            for id in group {
-                cmd.arg(id.as_str());
-            }
-            let cmd = &cmd;
-            // The delivering node first, then the others as for any job.
-            let mut candidates = self.shared.by_priority().to_vec();
-            candidates.retain(|n| !Arc::ptr_eq(n, node));
-            candidates.insert(0, Arc::clone(node));
-            let result = self
-                .shared
-                .run(candidates, |node| async move {
-                    node.query("ACKJOB", cmd, timeout).await
-                })
-                .await;
-            if result.is_ok() {
-                if let Ok(mut map) = self.shared.delivered.lock() {
-                    for id in group {
-                        map.remove(*id);
-                    }
-                }
-            }
-            result.map(drop).map_err(Error::from)
-        });
-        let singles = unrouted.iter().map(|id| self.ack(id));
-        let (batches, singles) = futures::future::join(
-            futures::future::join_all(batches),
-            futures::future::join_all(singles),
-        )
-        .await;
-        batches.into_iter().chain(singles).collect()
-    }
-
-    /// `NACK`: back in the queue at once, `nacks` counter incremented.
-    #[tracing::instrument(level = "trace", skip(self, id), fields(job_id = %id))]
-    pub(crate) async fn nack(&self, id: &JobId) -> Result<()> {
-        let result = self.job_command("NACK", id).await;
-        self.forget_delivery(id);
-        result.map(drop)
-    }
-
-    /// `ENQUEUE`: puts a fetched job back at once without counting a NACK
-    /// (used for jobs a stopping listener fetched but will not run).
-    pub(crate) async fn requeue(&self, id: &JobId) -> Result<()> {
-        let result = self.job_command("ENQUEUE", id).await;
-        self.forget_delivery(id);
-        result.map(drop)
-    }
-
-    /// `WORKING`: postpones the redelivery; returns the job's retry time.
-    #[tracing::instrument(level = "trace", skip(self, id), fields(job_id = %id))]
-    pub(crate) async fn working(&self, id: &JobId) -> Result<Duration> {
-        let value = self.job_command("WORKING", id).await?;
-        as_u64(&value).map(Duration::from_secs).ok_or_else(|| {
-            Error::backend(
-                DisqueError::UnexpectedReply {
-                    command: "WORKING",
-                    addr: String::new(),
-                    reply: abbreviate(&value),
-                },
-                false,
-            )
-        })
-    }
-
-    /// The sum of `QLEN` over every node. Fails when a node cannot be read
-    /// (the sum would be partial).
-    pub(crate) async fn queue_length(&self, topic: &Topic) -> Result<u64> {
-        self.ensure_open()?;
-        let results = self.per_node("QLEN", topic, |_| {
-            let mut cmd = redis::cmd("QLEN");
-            cmd.arg(topic.as_str());
-            cmd
-        });
-        let mut total = 0u64;
-        let mut last_err = None;
-        let mut any = false;
-        for (node, result) in results.await {
-            match result.and_then(|v| as_u64(&v).ok_or_else(|| unexpected("QLEN", &node, &v))) {
-                Ok(n) => {
-                    any = true;
-                    total += n;
-                }
-                Err(e) => last_err = Some(e),
-            }
-        }
-        match last_err {
-            // A node that could not be read may hold some of the jobs: a
-            // partial sum would be a wrong answer.
-            Some(e) if any => Err(partial(e)),
-            Some(e) => Err(e.into()),
-            None => Ok(total),
-        }
-    }
-
-    /// `QPEEK` on every reachable node, merged round-robin starting with
-    /// the topic's affinity node (each node's list is oldest first; Disque
-    /// ids carry no creation time to order them globally).
-    pub(crate) async fn peek_jobs(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
-        let (jobs, failed) = self.peek_jobs_counting_failures(topic, n).await?;
-        match failed {
-            Some(err) => Err(partial(err)),
-            None => Ok(jobs),
-        }
-    }
-
-    /// `QPEEK` on every known node, merged as in
-    /// [`DisqueBackend::peek_jobs`], with the error of a node that could
-    /// not be read (the list is then partial). Fails only when no node
-    /// answered.
-    pub(crate) async fn peek_jobs_counting_failures(
-        &self,
-        topic: &Topic,
-        n: usize,
-    ) -> Result<(Vec<Job>, Option<DisqueError>)> {
-        self.ensure_open()?;
-        if n == 0 {
-            return Ok((Vec::new(), None));
-        }
-        let results = self.per_node("QPEEK", topic, |_| {
-            let mut cmd = redis::cmd("QPEEK");
-            cmd.arg(topic.as_str()).arg(n);
-            cmd
-        });
-        let mut lists = Vec::new();
-        let mut last_err = None;
-        for (node, result) in results.await {
-            match result.and_then(|v| parse_jobs("QPEEK", &node, &v)) {
-                Ok(jobs) => lists.push(jobs.into_iter()),
-                Err(e) => last_err = Some(e),
-            }
-        }
-        if lists.is_empty() {
-            if let Some(e) = last_err {
-                return Err(e.into());
-            }
-        }
-        let mut merged = Vec::with_capacity(n);
-        while merged.len() < n {
-            let before = merged.len();
-            for list in &mut lists {
-                if let Some(job) = list.next() {
-                    merged.push(job);
-                }
-            }
-            if merged.len() == before {
-                break;
-            }
-        }
-        merged.truncate(n);
-        Ok((merged, last_err))
-    }
-
-    pub(crate) async fn close_connections(&self) -> Result<()> {
-        if self.shared.closed.swap(true, Ordering::AcqRel) {
-            return Err(Error::Shutdown);
-        }
-        self.shared.cancel.cancel();
-        let task = self.shared.refresher.lock().ok().and_then(|mut t| t.take());
-        if let Some(task) = task {
-            let _ = task.await;
-        }
-        for node in self.shared.snapshot().iter() {
-            node.disconnect().await;
-        }
-        if let Ok(mut map) = self.shared.delivered.lock() {
-            map.clear();
-        }
-        tracing::debug!("Disque backend closed");
-        Ok(())
-    }
-}
-
-impl DisqueBackend {
-    /// Runs a command on every node concurrently, in the topic's affinity
-    /// order.
-    async fn per_node(
-        &self,
-        name: &'static str,
-        topic: &Topic,
-        build: impl Fn(&Node) -> redis::Cmd,
-    ) -> Vec<(Arc<Node>, Result<Value, DisqueError>)> {
-        let timeout = self.shared.config.command_timeout;
-        let nodes = self.shared.by_affinity(topic);
-        let queries = nodes.iter().map(|node| {
-            let cmd = build(node);
-            async move { node.query(name, &cmd, timeout).await }
-        });
-        let results = futures::future::join_all(queries).await;
-        nodes.iter().cloned().zip(results).collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rounds_up() {
-        assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
-        assert_eq!(ceil_secs(Duration::from_millis(1000)), 1);
-        assert_eq!(ceil_secs(Duration::from_millis(1001)), 2);
-        assert_eq!(ceil_secs(Duration::ZERO), 0);
-    }
 
     #[test]
     fn backoff_grows_and_caps() {
@@ -974,73 +489,6 @@ mod tests {
         assert_eq!(backoff(b, 0), b);
         assert_eq!(backoff(b, 1), Duration::from_millis(200));
         assert_eq!(backoff(b, 9), Duration::from_secs(1));
-    }
-
-    #[test]
-    fn parses_jobs_with_counters() {
-        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
-        let v = Value::Array(vec![Value::Array(vec![
-            bulk("q"),
-            bulk("D-1"),
-            bulk("body"),
-            bulk("nacks"),
-            Value::Int(2),
-            bulk("additional-deliveries"),
-            Value::Int(3),
-        ])]);
-        let job = &parse_jobs_for_test(&v)[0];
-        assert_eq!(job.topic().as_str(), "q");
-        assert_eq!(job.body().as_ref(), b"body");
-        assert_eq!(job.attempt(), 6, "1 + 2 nacks + 3 additional deliveries");
-        assert!(parse_jobs_for_test(&Value::Nil).is_empty());
-    }
-
-    fn args(cmd: &redis::Cmd) -> Vec<String> {
-        cmd.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<other>".to_owned(),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn addjob_is_always_explicit() {
-        let cfg = DisqueConfig::default();
-        let t = Topic::new("q").unwrap();
-        let (cmd, timeout) = addjob_cmd(&cfg, 1, &t, b"b", &PushOptions::new());
-        assert_eq!(
-            args(&cmd).join(" "),
-            "ADDJOB q b 5000 REPLICATE 1 RETRY 30 TTL 86400"
-        );
-        assert_eq!(timeout, Duration::from_secs(5));
-
-        let opts = PushOptions::new()
-            .with_delay(Duration::from_millis(1500))
-            .with_ttl(Duration::from_millis(60_001))
-            .with_backend_options(
-                DisquePushOptions::new()
-                    .with_retry(Duration::from_millis(200))
-                    .with_maxlen(9)
-                    .with_async_replication(true)
-                    .with_timeout(Duration::from_millis(250)),
-            );
-        let (cmd, _) = addjob_cmd(&cfg, 5, &t, b"b", &opts);
-        assert_eq!(
-            args(&cmd).join(" "),
-            "ADDJOB q b 250 REPLICATE 2 RETRY 1 TTL 61 DELAY 2 MAXLEN 9 ASYNC"
-        );
-
-        let once = PushOptions::new()
-            .with_backend_options(DisquePushOptions::new().with_at_most_once(true));
-        let (cmd, _) = addjob_cmd(&cfg, 5, &t, b"b", &once);
-        let a = args(&cmd);
-        assert_eq!(a[4..8], ["REPLICATE", "1", "RETRY", "0"]);
-
-        // A delay past the default TTL pushes the TTL out.
-        let opts = PushOptions::new().with_delay(Duration::from_secs(2 * 86400));
-        let (cmd, _) = addjob_cmd(&cfg, 3, &t, b"b", &opts);
-        assert_eq!(args(&cmd)[9], (3 * 86400).to_string());
     }
 
     fn shared_with(ids: &[&str]) -> Shared {
@@ -1162,13 +610,5 @@ mod tests {
         assert_eq!(backend.route_job(&id)[0].info.id, "cccccccc33");
         backend.forget_delivery(&id);
         assert_eq!(backend.route_job(&id)[0].info.id, "bbbbbbbb22");
-    }
-
-    fn parse_jobs_for_test(v: &Value) -> Vec<Job> {
-        match v {
-            Value::Nil => Vec::new(),
-            Value::Array(items) => items.iter().filter_map(parse_job).collect(),
-            _ => Vec::new(),
-        }
     }
 }

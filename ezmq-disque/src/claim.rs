@@ -80,7 +80,8 @@ use ezmq_core::spi::ExclusiveClaim;
 use ezmq_core::{Error, Result, Topic};
 use futures::stream::{FuturesUnordered, StreamExt};
 
-use crate::backend::{ceil_secs, DisqueBackend};
+use crate::backend::DisqueBackend;
+use crate::commands::ceil_secs;
 use crate::error::DisqueError;
 use crate::node::{as_string, as_u64, Node};
 

@@ -27,6 +27,7 @@
 
 mod backend;
 mod claim;
+mod commands;
 mod config;
 mod delivery;
 mod error;
