@@ -1,6 +1,7 @@
 //! Jobs (messages) as a handler sees them.
 
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -14,12 +15,12 @@ use crate::topic::Topic;
 /// otherwise the broker's own (a Disque job id, a Redis stream entry id, a
 /// UUID on RabbitMQ).
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct JobId(String);
+pub struct JobId(Arc<str>);
 
 impl JobId {
     /// Wraps an id.
     pub fn new(id: impl Into<String>) -> Self {
-        JobId(id.into())
+        JobId(Arc::from(id.into()))
     }
 
     /// The id as a string slice.

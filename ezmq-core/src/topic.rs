@@ -1,6 +1,7 @@
 //! Validated topic (queue) names.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 
@@ -30,7 +31,7 @@ pub const INTERNAL_SEPARATOR: char = '|';
 /// assert!(Topic::new("__ezmq|x").is_err());
 /// ```
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Topic(String);
+pub struct Topic(Arc<str>);
 
 impl Topic {
     /// Validates a user topic name.
@@ -48,7 +49,7 @@ impl Topic {
                 reason: "names starting with `__ezmq` are reserved for ezmq",
             });
         }
-        Ok(Topic(name))
+        Ok(Topic(Arc::from(name)))
     }
 
     /// Builds an internal queue name `__ezmq|kind|part|part...`. Each part
@@ -72,13 +73,13 @@ impl Topic {
                 reason: "internal name too long",
             });
         }
-        Ok(Topic(name))
+        Ok(Topic(Arc::from(name)))
     }
 
     /// Wraps a name read back from the broker without validating it (for
     /// example a queue name in a fetched job).
     pub fn from_broker(name: String) -> Self {
-        Topic(name)
+        Topic(Arc::from(name))
     }
 
     /// True for names built by [`Topic::internal`].

@@ -182,3 +182,52 @@ async fn handler_timeout_and_hooks() {
     assert_eq!(*dead.lock().unwrap(), [2]);
     client.shutdown(Duration::from_secs(1)).await.unwrap();
 }
+
+/// Issue 13 item 3: a failing downstream must not make a listener hoard
+/// jobs. Jobs waiting for their retry keep their concurrency slot, so the
+/// listener never holds more than its concurrency; the rest stay queued
+/// for other consumers.
+#[tokio::test]
+async fn failing_handlers_do_not_hoard_jobs() {
+    init_tracing();
+    let broker = TestBroker::start().await;
+    let client = broker.client().await;
+    let topic = broker.unique_topic("hoard");
+    const JOBS: u64 = 50;
+    const CONCURRENCY: usize = 4;
+    for i in 0..JOBS {
+        client.push(&topic, i.to_string().into()).await.unwrap();
+    }
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    client
+        .add_consume_listener_with(
+            &topic,
+            ConsumeOptions::new()
+                .with_concurrency(CONCURRENCY)
+                .with_max_attempts(1_000)
+                .with_backoff(Duration::from_millis(200), Duration::from_millis(400)),
+            move |_job: Job| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(());
+                    Err::<(), _>(std::io::Error::other("downstream is down"))
+                }
+            },
+        )
+        .await
+        .unwrap();
+    // Let it fail for a while: many attempts, each followed by a backoff.
+    for _ in 0..20 {
+        recv(&mut rx).await;
+    }
+    for _ in 0..10 {
+        let queued = client.queue_len(&topic).await.unwrap();
+        assert!(
+            queued >= JOBS - CONCURRENCY as u64,
+            "the listener holds {} jobs with a concurrency of {CONCURRENCY}",
+            JOBS - queued
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.shutdown(Duration::from_secs(1)).await.unwrap();
+}
