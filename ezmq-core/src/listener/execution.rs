@@ -68,7 +68,16 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
             };
             if permanent || attempt >= ctx.options.max_attempts {
                 ctx.options.hooks.dead_lettered(&failed);
-                dead_letter(&ctx, &job, &handle, attempt, message.clone(), permanent, slot).await;
+                dead_letter(
+                    &ctx,
+                    &job,
+                    &handle,
+                    attempt,
+                    message.clone(),
+                    permanent,
+                    slot,
+                )
+                .await;
             } else {
                 let delay = backoff::with_jitter(ctx.options.backoff.delay_after(attempt));
                 failed.retry_in = Some(delay);
