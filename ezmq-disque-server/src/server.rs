@@ -102,6 +102,10 @@ async fn send(
     if wbuf.is_empty() {
         return true;
     }
+    // A hung cluster node answers nothing, even what it ran just before.
+    if !node.wait_resumed(shutdown.recv()).await {
+        return false;
+    }
     if let Some(aof) = &node.aof {
         if need > 0 {
             tokio::select! {
@@ -131,6 +135,9 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown, mut ses
     // Replies wait until the log holds this many bytes (persistence on).
     let mut need = 0u64;
     loop {
+        if !node.wait_resumed(shutdown.recv()).await {
+            return;
+        }
         loop {
             let limits = Limits {
                 max_request: node.max_request,

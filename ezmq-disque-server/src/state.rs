@@ -97,6 +97,22 @@ impl Node {
         self.aof.as_ref().map_or(0, |a| a.appended())
     }
 
+    /// Waits while this cluster node is hung
+    /// ([`crate::EmbeddedCluster::hang`]); false when `stop` completed
+    /// first. Costs one flag read when the node is not hung.
+    pub(crate) async fn wait_resumed(&self, stop: impl std::future::Future<Output = ()>) -> bool {
+        let Some(link) = &self.link else {
+            return true;
+        };
+        if !link.bus.is_hung(link.me) {
+            return true;
+        }
+        tokio::select! {
+            () = link.bus.resumed(link.me) => true,
+            () = stop => false,
+        }
+    }
+
     /// Locks the store (recovering from a poisoned lock).
     pub(crate) fn store(&self) -> MutexGuard<'_, Store> {
         self.store.lock().unwrap_or_else(|e| e.into_inner())

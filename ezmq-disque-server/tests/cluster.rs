@@ -9,6 +9,7 @@ use redis::{AsyncConnectionConfig, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use support::{queue, wait_for};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn conn(addr: SocketAddr) -> MultiplexedConnection {
     let client = redis::Client::open(format!("redis://{addr}/")).expect("client");
@@ -442,5 +443,49 @@ async fn leaving_node_is_seen_everywhere_and_stores_no_new_jobs() {
         .await
         .expect("CLUSTER LEAVING no");
     addjob(&mut cs[0], &q, "three", &[]).await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hung_node_accepts_but_answers_nothing_until_resumed() {
+    let cluster = EmbeddedCluster::start(3).await.expect("cluster");
+    let mut c = conns(&cluster).await;
+    cluster.hang(0);
+    // A new connection is accepted, but nothing is answered, not even PING.
+    let mut fresh = tokio::net::TcpStream::connect(cluster.node(0).addr)
+        .await
+        .expect("a hung node still accepts");
+    fresh.write_all(b"PING\r\n").await.expect("send PING");
+    let mut reply = [0u8; 7];
+    let silent = tokio::time::timeout(Duration::from_millis(300), fresh.read(&mut reply)).await;
+    assert!(silent.is_err(), "a hung node answered: {silent:?}");
+    // The others see it failing and replicate without it.
+    let hello = cmd(&mut c[1], &["HELLO"]).await.expect("HELLO");
+    let Value::Array(items) = hello else {
+        panic!("HELLO: {hello:?}")
+    };
+    let id0 = cluster.node(0).node_id;
+    let prio = items
+        .iter()
+        .skip(2)
+        .find_map(|e| match e {
+            Value::Array(f) if text(&f[0]) == id0 => Some(text(&f[3])),
+            _ => None,
+        })
+        .expect("node 0 in HELLO");
+    assert_eq!(prio, "10");
+    let started = Instant::now();
+    addjob(&mut c[1], "hq", "b", &["REPLICATE", "2"]).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "replication waited for the hung node"
+    );
+    // Resumed, it answers what it was sent meanwhile.
+    cluster.resume(0);
+    tokio::time::timeout(Duration::from_secs(5), fresh.read_exact(&mut reply))
+        .await
+        .expect("answered once resumed")
+        .expect("read the reply");
+    assert_eq!(&reply, b"+PONG\r\n");
     cluster.shutdown().await;
 }

@@ -243,7 +243,7 @@ impl Shared {
 
     /// Healthy first, then lower priority, then lower id.
     pub(crate) fn by_priority(&self) -> Nodes {
-        self.sorted_by(|n| (n.is_suspect(), n.priority()))
+        self.sorted_by(|n| (n.is_down(), n.priority()))
     }
 
     /// The topic's rendezvous order: every client computes the same order
@@ -291,18 +291,31 @@ impl Shared {
                     return Err(e);
                 }
                 let node = &candidates[attempt % candidates.len()];
-                let wait = backoff(self.config.retry_backoff, attempt);
                 let next = &candidates[(attempt + 1) % candidates.len()];
-                tracing::warn!(
-                    node = %node.addr(),
-                    next = %next.addr(),
-                    cause = %e,
-                    ?wait,
-                    "Disque command failed, failing over"
-                );
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = self.cancel.cancelled() => return Err(e),
+                // Straight on to another node that is up; a backoff only
+                // before trying a node again (or one known to be down).
+                let wait = if Arc::ptr_eq(node, next) || next.is_down() {
+                    backoff(self.config.retry_backoff, attempt)
+                } else {
+                    Duration::ZERO
+                };
+                if node.is_down() {
+                    // Said once, when the node was marked down.
+                    tracing::debug!(node = %node.addr(), next = %next.addr(), cause = %e, ?wait, "failing over");
+                } else {
+                    tracing::warn!(
+                        node = %node.addr(),
+                        next = %next.addr(),
+                        cause = %e,
+                        ?wait,
+                        "Disque command failed, failing over"
+                    );
+                }
+                if !wait.is_zero() {
+                    tokio::select! {
+                        () = tokio::time::sleep(wait) => {}
+                        () = self.cancel.cancelled() => return Err(e),
+                    }
                 }
                 attempt += 1;
             }
@@ -337,6 +350,7 @@ impl Shared {
             },
             self.config.password.as_deref(),
             self.config.connect_timeout,
+            self.config.hang_timeout,
             0,
         )
     }
@@ -398,6 +412,7 @@ impl Shared {
                         info,
                         self.config.password.as_deref(),
                         self.config.connect_timeout,
+                        self.config.hang_timeout,
                         self.config.getjob_pool_size,
                     )?));
                 }
@@ -442,33 +457,59 @@ fn sort_nodes<K: Ord>(nodes: Nodes, key: impl FnMut(&Arc<Node>) -> K) -> Nodes {
 pub(crate) fn affinity_order(nodes: Nodes, topic: &Topic) -> Nodes {
     sort_nodes(nodes, |n| {
         (
-            n.is_suspect(),
+            n.is_down(),
             n.priority(),
             Reverse(affinity_score(topic.as_str(), &n.info.id)),
         )
     })
 }
 
-/// One `ADDJOB` attempt on `node`; returns the job id.
+/// How often nodes marked down are probed.
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Refreshes the node table every `refresh_interval`, and probes the nodes
+/// marked down every [`PROBE_INTERVAL`] (off the request path: commands
+/// never wait for a node known to be down to answer).
 async fn refresh_loop(shared: Arc<Shared>) {
     let mut tick = tokio::time::interval(shared.config.refresh_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut probe_tick = tokio::time::interval(PROBE_INTERVAL);
+    probe_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
+        let refresh = tokio::select! {
             () = shared.cancel.cancelled() => break,
-            _ = tick.tick() => {}
-        }
-        let refresh = shared.refresh();
-        tokio::select! {
-            () = shared.cancel.cancelled() => break,
-            result = refresh => {
-                if let Err(e) = result {
-                    tracing::warn!(cause = %e, "Disque node table refresh failed");
+            _ = tick.tick() => true,
+            _ = probe_tick.tick() => false,
+        };
+        if refresh {
+            let refresh = shared.refresh();
+            tokio::select! {
+                () = shared.cancel.cancelled() => break,
+                result = refresh => {
+                    if let Err(e) = result {
+                        tracing::warn!(cause = %e, "Disque node table refresh failed");
+                    }
                 }
+            }
+        } else {
+            tokio::select! {
+                () = shared.cancel.cancelled() => break,
+                () = probe_down_nodes(&shared) => {}
             }
         }
     }
+}
+
+/// PINGs every node marked down; those that answer are up again.
+async fn probe_down_nodes(shared: &Shared) {
+    let nodes = shared.snapshot();
+    let probes = nodes.iter().filter(|n| n.is_down()).map(|node| async move {
+        if node.answers_ping().await {
+            node.mark_up();
+        }
+    });
+    futures::future::join_all(probes).await;
 }
 
 fn backoff(initial: Duration, attempt: usize) -> Duration {

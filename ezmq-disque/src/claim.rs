@@ -368,8 +368,9 @@ fn claim_cmd(key: &Topic, token: &str, hold: Duration, timeout: Duration) -> red
 /// is queued on this node; on `-MAXLEN`, `QPEEK` for the holder's token.
 ///
 /// A connection broken since its last use (the node restarted) is retried
-/// once on a new connection; a node that is down refuses that at once. Our
-/// own job found on the node (the first attempt was executed) is a yes.
+/// once on a new connection; a node that is down refuses that at once. A
+/// node this client has marked down is not asked. Our own job found on the
+/// node (the first attempt was executed) is a yes.
 async fn vote(
     node: &Node,
     key: &Topic,
@@ -377,6 +378,13 @@ async fn vote(
     claim: &redis::Cmd,
     timeout: Duration,
 ) -> Vote {
+    if node.is_down() {
+        // Not asked: a node found hung would cost every claim its timeout.
+        return Vote::Unknown(DisqueError::NodeDown {
+            command: "ADDJOB",
+            addr: node.addr().to_owned(),
+        });
+    }
     let reply = match node.query("ADDJOB", claim, timeout).await {
         Err(DisqueError::Io { .. }) => node.query("ADDJOB", claim, timeout).await,
         reply => reply,

@@ -255,7 +255,7 @@ impl DisqueBackend {
         let shared = &self.shared;
         let jobs = shared
             .run(shared.by_affinity(topic), |node| async move {
-                let value = node.query_blocking("GETJOB", cmd, timeout).await?;
+                let value = node.query_blocking("GETJOB", cmd, wait, timeout).await?;
                 let jobs = parse_jobs("GETJOB", &node, &value)?;
                 for job in &jobs {
                     shared.remember_delivery(job.id(), &node);

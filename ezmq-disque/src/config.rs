@@ -66,6 +66,16 @@ pub struct DisqueConfig {
     /// Idle dedicated `GETJOB` connections kept per node (one is in use per
     /// concurrently running fetch; extra ones are closed). Default 8.
     pub getjob_pool_size: usize,
+    /// How a hung node (one that accepts connections but answers nothing,
+    /// e.g. a stopped process) is told from a slow one. A command still
+    /// unanswered after this long makes the client `PING` the node on a
+    /// fresh connection; when that `PING` gets no answer within this long
+    /// either, the node is marked down: every command waiting on it fails
+    /// over at once, its connections are dropped, and it is routed to only
+    /// as a last resort until a background probe (every 500 ms) sees it
+    /// answer again. A node found unreachable (refused, reset) is marked
+    /// down the same way. Default 300 ms.
+    pub hang_timeout: Duration,
 }
 
 impl Default for DisqueConfig {
@@ -83,6 +93,7 @@ impl Default for DisqueConfig {
             max_attempts: 3,
             retry_backoff: Duration::from_millis(100),
             getjob_pool_size: 8,
+            hang_timeout: Duration::from_millis(300),
         }
     }
 }
@@ -102,6 +113,7 @@ impl fmt::Debug for DisqueConfig {
             .field("max_attempts", &self.max_attempts)
             .field("retry_backoff", &self.retry_backoff)
             .field("getjob_pool_size", &self.getjob_pool_size)
+            .field("hang_timeout", &self.hang_timeout)
             .finish()
     }
 }
@@ -195,6 +207,23 @@ impl DisqueConfig {
         self
     }
 
+    /// Sets [`DisqueConfig::hang_timeout`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ezmq_disque::DisqueConfig;
+    ///
+    /// // A busy cluster whose nodes may pause for a GC-like stall: be slower
+    /// // to call a node hung.
+    /// let config = DisqueConfig::default().with_hang_timeout(Duration::from_secs(1));
+    /// assert_eq!(config.hang_timeout, Duration::from_secs(1));
+    /// ```
+    #[must_use]
+    pub fn with_hang_timeout(mut self, timeout: Duration) -> Self {
+        self.hang_timeout = timeout;
+        self
+    }
+
     /// Checks the values; [`DisqueBackend::connect`](crate::DisqueBackend::connect)
     /// calls it.
     pub fn validate(&self) -> Result<(), DisqueError> {
@@ -213,6 +242,7 @@ impl DisqueConfig {
             ("default_ttl", self.default_ttl),
             ("default_add_timeout", self.default_add_timeout),
             ("refresh_interval", self.refresh_interval),
+            ("hang_timeout", self.hang_timeout),
         ];
         for (option, value) in positive {
             if value.is_zero() {

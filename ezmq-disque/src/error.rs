@@ -88,6 +88,18 @@ pub enum DisqueError {
         after: Duration,
     },
 
+    /// The node was found hung or unreachable while the command waited on
+    /// it (see [`DisqueConfig::hang_timeout`](crate::DisqueConfig::hang_timeout)).
+    #[error(
+        "{command} on Disque node {addr} abandoned: the node does not answer (hung or unreachable)"
+    )]
+    NodeDown {
+        /// The command.
+        command: &'static str,
+        /// The node's address.
+        addr: String,
+    },
+
     /// The reply did not have the shape the command documents.
     #[error("unexpected reply to {command} from Disque node {addr}: {reply}")]
     UnexpectedReply {
@@ -112,6 +124,7 @@ impl DisqueError {
             DisqueError::Connect { .. }
             | DisqueError::Io { .. }
             | DisqueError::Timeout { .. }
+            | DisqueError::NodeDown { .. }
             | DisqueError::NoNodes => true,
             DisqueError::Server { code, .. } => code == "NOREPL" || code == "LEAVING",
             _ => false,
@@ -122,9 +135,10 @@ impl DisqueError {
     /// one tried: connection problems, timeouts, `-LEAVING`.
     pub fn is_failover(&self) -> bool {
         match self {
-            DisqueError::Connect { .. } | DisqueError::Io { .. } | DisqueError::Timeout { .. } => {
-                true
-            }
+            DisqueError::Connect { .. }
+            | DisqueError::Io { .. }
+            | DisqueError::Timeout { .. }
+            | DisqueError::NodeDown { .. } => true,
             DisqueError::Server { code, .. } => code == "LEAVING",
             _ => false,
         }

@@ -32,6 +32,7 @@ mod config;
 mod delivery;
 mod error;
 mod fan_out;
+mod health;
 mod node;
 mod push_options;
 mod reply;

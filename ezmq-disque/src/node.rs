@@ -2,18 +2,18 @@
 //! pool of dedicated connections for blocking `GETJOB`s.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex as StdMutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ConnectionAddr, IntoConnectionInfo, Value};
 use tokio::sync::Mutex;
 
 use crate::error::{from_redis, DisqueError};
-
-/// How long a node that failed is tried only after the healthy ones.
-const SUSPECT_FOR: Duration = Duration::from_secs(2);
+use crate::health::Health;
 
 /// Identity of a node as learned from `HELLO`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,10 +42,10 @@ pub(crate) struct Node {
     connecting: Mutex<()>,
     /// Idle connections used only for blocking `GETJOB`s.
     idle: StdMutex<Vec<MultiplexedConnection>>,
-    /// When a command on this node last failed with a connection error.
-    failed_at: StdMutex<Option<Instant>>,
-    /// True while `failed_at` is set: lets a success skip its lock.
-    failed: AtomicBool,
+    /// See [`DisqueConfig::hang_timeout`](crate::DisqueConfig::hang_timeout).
+    hang_timeout: Duration,
+    /// Up, or down until a probe sees it answer.
+    health: Health,
 }
 
 impl fmt::Debug for Node {
@@ -59,6 +59,7 @@ impl Node {
         info: NodeInfo,
         password: Option<&str>,
         connect_timeout: Duration,
+        hang_timeout: Duration,
         pool_size: usize,
     ) -> Result<Self, DisqueError> {
         let (host, port) = crate::config::parse_addr(&info.addr)?;
@@ -86,8 +87,8 @@ impl Node {
             mux: StdMutex::new(None),
             connecting: Mutex::new(()),
             idle: StdMutex::new(Vec::new()),
-            failed_at: StdMutex::new(None),
-            failed: AtomicBool::new(false),
+            hang_timeout,
+            health: Health::default(),
         })
     }
 
@@ -160,14 +161,16 @@ impl Node {
     ) -> Result<Value, DisqueError> {
         let result = match self.mux_now() {
             Some(mut conn) => {
-                match tokio::time::timeout(timeout, cmd.query_async::<Value>(&mut conn)).await {
-                    Ok(reply) => reply.map_err(|e| from_redis(name, &self.info.addr, e)),
-                    Err(_) => Err(self.timed_out(name, timeout)),
-                }
+                let reply = async {
+                    cmd.query_async::<Value>(&mut conn)
+                        .await
+                        .map_err(|e| from_redis(name, &self.info.addr, e))
+                };
+                self.watched(name, reply, Duration::ZERO, timeout).await
             }
             None => Box::pin(self.query_connecting(name, cmd, timeout)).await,
         };
-        self.record(&result, true);
+        self.record(&result);
         result
     }
 
@@ -179,14 +182,124 @@ impl Node {
         cmd: &redis::Cmd,
         timeout: Duration,
     ) -> Result<Value, DisqueError> {
-        tokio::time::timeout(timeout, async {
+        let reply = async {
             let mut conn = self.shared().await?;
             cmd.query_async::<Value>(&mut conn)
                 .await
                 .map_err(|e| from_redis(name, &self.info.addr, e))
-        })
-        .await
-        .unwrap_or_else(|_| Err(self.timed_out(name, timeout)))
+        };
+        self.watched(name, reply, Duration::ZERO, timeout).await
+    }
+
+    /// Awaits `reply` for up to `timeout`. A reply still missing after
+    /// `expected` (a blocking command's own wait) plus the hang timeout
+    /// makes this caller check that the node answers at all (unless another
+    /// caller does already), and gives up as soon as the node is marked
+    /// down.
+    async fn watched<T>(
+        &self,
+        name: &'static str,
+        reply: impl Future<Output = Result<T, DisqueError>>,
+        expected: Duration,
+        timeout: Duration,
+    ) -> Result<T, DisqueError> {
+        let downs = self.health.downs();
+        let check_after = expected.saturating_add(self.hang_timeout);
+        tokio::pin!(reply);
+        if check_after >= timeout {
+            return tokio::time::timeout(timeout, reply)
+                .await
+                .unwrap_or_else(|_| Err(self.timed_out(name, timeout)));
+        }
+        if let Ok(result) = tokio::time::timeout(check_after, &mut reply).await {
+            return result;
+        }
+        Box::pin(self.slow(name, reply, downs, check_after, timeout)).await
+    }
+
+    /// The rest of [`Node::watched`] once the reply is late.
+    async fn slow<T, F>(
+        &self,
+        name: &'static str,
+        reply: Pin<&mut F>,
+        downs: u64,
+        waited: Duration,
+        timeout: Duration,
+    ) -> Result<T, DisqueError>
+    where
+        F: Future<Output = Result<T, DisqueError>>,
+    {
+        let down = self.health.signal();
+        if self.health.downs() != downs {
+            // Marked down since the command was sent.
+            return Err(self.down_error(name));
+        }
+        let check = async {
+            if let Some(_probing) = self.health.start_probe() {
+                if !self.answers_ping().await {
+                    self.mark_down("no answer to PING while a command waited");
+                }
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            biased;
+            result = tokio::time::timeout(timeout.saturating_sub(waited), reply) => {
+                result.unwrap_or_else(|_| Err(self.timed_out(name, timeout)))
+            }
+            () = down.cancelled() => Err(self.down_error(name)),
+            () = check => Err(self.down_error(name)),
+        }
+    }
+
+    /// True when the node answers a `PING` on a fresh connection within the
+    /// hang timeout (an error reply counts: the node is alive).
+    pub(crate) async fn answers_ping(&self) -> bool {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.hang_timeout))
+            .set_response_timeout(None);
+        let ping = async {
+            let mut conn = self
+                .client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            redis::cmd("PING").query_async::<Value>(&mut conn).await
+        };
+        match tokio::time::timeout(self.hang_timeout, ping).await {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => e.code().is_some(),
+            Err(_) => false,
+        }
+    }
+
+    /// Marks the node down (see [`Health`]) and drops its connections.
+    pub(crate) fn mark_down(&self, why: &'static str) {
+        if self.health.mark_down() {
+            tracing::warn!(node = %self.info.addr, why, "Disque node marked down; routing around it until it answers again");
+        }
+        *self.mux_slot() = None;
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.clear();
+        }
+    }
+
+    /// Marks the node up again.
+    pub(crate) fn mark_up(&self) {
+        if self.health.mark_up() {
+            tracing::info!(node = %self.info.addr, "Disque node answers again");
+        }
+    }
+
+    /// True while the node is down in this client's view.
+    pub(crate) fn is_down(&self) -> bool {
+        self.health.is_down()
+    }
+
+    fn down_error(&self, name: &'static str) -> DisqueError {
+        DisqueError::NodeDown {
+            command: name,
+            addr: self.info.addr.clone(),
+        }
     }
 
     fn timed_out(&self, name: &'static str, timeout: Duration) -> DisqueError {
@@ -205,14 +318,18 @@ impl Node {
     /// Runs a blocking command (`GETJOB`) on a dedicated connection taken
     /// from the pool; the connection goes back only after a clean reply,
     /// so a dropped or failed call never leaves a half-read connection.
+    ///
+    /// `wait` is how long the command itself may block (a reply later than
+    /// that plus the hang timeout makes the node suspect).
     pub(crate) async fn query_blocking(
         &self,
         name: &'static str,
         cmd: &redis::Cmd,
+        wait: Duration,
         timeout: Duration,
     ) -> Result<Value, DisqueError> {
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
-        let result = tokio::time::timeout(timeout, async {
+        let reply = async {
             let mut conn = match pooled {
                 Some(conn) => conn,
                 None => self.open().await?,
@@ -222,16 +339,8 @@ impl Node {
                 .await
                 .map_err(|e| from_redis(name, &self.info.addr, e))?;
             Ok::<_, DisqueError>((value, conn))
-        })
-        .await
-        .unwrap_or_else(|_| {
-            Err(DisqueError::Timeout {
-                command: name,
-                addr: self.info.addr.clone(),
-                after: timeout,
-            })
-        });
-        let result = match result {
+        };
+        let result = match self.watched(name, reply, wait, timeout).await {
             Ok((value, conn)) => {
                 if let Ok(mut idle) = self.idle.lock() {
                     if idle.len() < self.pool_size {
@@ -242,50 +351,24 @@ impl Node {
             }
             Err(e) => Err(e),
         };
-        self.record(&result, false);
+        self.record(&result);
         result
     }
 
-    /// Remembers a connection failure (and drops the broken connections so
-    /// the next call reconnects) or a success.
-    fn record(&self, result: &Result<Value, DisqueError>, shared: bool) {
+    /// Marks the node down after a connection failure (so every command
+    /// waiting on it fails over and the next ones route around it), or up
+    /// after an answer.
+    fn record(&self, result: &Result<Value, DisqueError>) {
         match result {
-            Err(e) if e.is_failover() => {
-                if let Ok(mut at) = self.failed_at.lock() {
-                    *at = Some(Instant::now());
-                    self.failed.store(true, Ordering::Release);
-                }
-                if matches!(e, DisqueError::Io { .. } | DisqueError::Connect { .. }) {
-                    if shared {
-                        *self.mux_slot() = None;
-                    }
-                    if let Ok(mut idle) = self.idle.lock() {
-                        idle.clear();
-                    }
-                }
+            Err(DisqueError::Io { .. } | DisqueError::Connect { .. }) => {
+                self.mark_down("connection failed");
             }
+            // A timeout alone says nothing: the PING in `slow` decides.
             Err(_) => {}
-            // The common case: nothing to clear, no lock taken.
-            Ok(_) if !self.failed.load(Ordering::Acquire) => {}
-            Ok(_) => {
-                if let Ok(mut at) = self.failed_at.lock() {
-                    *at = None;
-                    self.failed.store(false, Ordering::Release);
-                }
-            }
+            // The common case: one atomic load.
+            Ok(_) if !self.health.is_down() => {}
+            Ok(_) => self.mark_up(),
         }
-    }
-
-    /// True when a command failed on this node moments ago.
-    pub(crate) fn is_suspect(&self) -> bool {
-        if !self.failed.load(Ordering::Acquire) {
-            return false;
-        }
-        self.failed_at
-            .lock()
-            .ok()
-            .and_then(|at| *at)
-            .is_some_and(|at| at.elapsed() < SUSPECT_FOR)
     }
 
     /// Drops every connection.

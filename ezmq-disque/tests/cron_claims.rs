@@ -154,6 +154,42 @@ async fn killing_and_restarting_the_lowest_id_node_never_runs_a_tick_twice() {
     cluster.shutdown().await;
 }
 
+/// (d) the lowest-id node hangs (accepts connections, answers nothing),
+/// then resumes with the claims it was sent meanwhile.
+#[tokio::test]
+async fn a_hung_lowest_id_node_never_runs_a_tick_twice() {
+    skip_unless_embedded!();
+    init_tracing();
+    let cluster = TestCluster::start(3).await;
+    let lowest = lowest_id_node(&cluster);
+    let mut p = three_participants(&cluster).await;
+    let healthy = p.ticks_for(Duration::from_secs(1)).await;
+    assert_eq!(assert_no_duplicate("healthy", &healthy), 0);
+
+    cluster.cluster().hang(lowest);
+    let hung = p.ticks_for(Duration::from_secs(3)).await;
+    let missed = assert_no_duplicate("lowest-id node hung", &hung);
+    assert!(missed <= 1, "at most one missed tick per failure: {missed}");
+    // Once found hung, the node is not asked: claims do not wait for it.
+    let late = hung
+        .iter()
+        .skip(hung.len() / 2)
+        .map(|t| t.slowest)
+        .max()
+        .unwrap_or_default();
+    assert!(
+        late < Duration::from_millis(500),
+        "claims still wait for the hung node: {late:?}"
+    );
+
+    cluster.cluster().resume(lowest);
+    let back = p.ticks_for(Duration::from_secs(3)).await;
+    let missed = assert_no_duplicate("lowest-id node resumed", &back);
+    assert!(missed <= 1, "at most one missed tick per failure: {missed}");
+    p.close().await;
+    cluster.shutdown().await;
+}
+
 /// (c) one participant only knows the lowest-id node, which is then cut off
 /// from the others: the participants' views of the cluster differ.
 #[tokio::test]

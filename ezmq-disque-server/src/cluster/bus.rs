@@ -4,6 +4,7 @@
 use super::messages::Msg;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::watch;
 
 /// HELLO priority of a healthy node.
 pub(crate) const PRIORITY_OK: &str = "1";
@@ -33,17 +34,23 @@ pub(crate) struct Peer {
     /// `CLUSTER LEAVING yes` was set on the node (seen by every node, as
     /// Disque gossips the flag).
     leaving: bool,
+    /// Hung (see [`crate::EmbeddedCluster::hang`]): it answers nothing.
+    hung: bool,
 }
 
 /// The cluster bus shared by all nodes of an [`crate::EmbeddedCluster`].
 #[derive(Debug)]
 pub(crate) struct Bus {
     peers: RwLock<Vec<Peer>>,
+    /// Per slot: true while the node is hung. Its connections and its bus
+    /// task wait on it.
+    hung: Vec<watch::Sender<bool>>,
 }
 
 impl Bus {
     /// A bus with the given `(id, host, port)` slots, all down.
     pub(crate) fn new(slots: Vec<(String, String, u16)>) -> Bus {
+        let hung = slots.iter().map(|_| watch::Sender::new(false)).collect();
         let peers = slots
             .into_iter()
             .map(|(id, host, port)| Peer {
@@ -53,10 +60,12 @@ impl Bus {
                 tx: None,
                 cut: false,
                 leaving: false,
+                hung: false,
             })
             .collect();
         Bus {
             peers: RwLock::new(peers),
+            hung,
         }
     }
 
@@ -97,6 +106,31 @@ impl Bus {
         self.write()[i].tx = None;
     }
 
+    /// Hangs slot `i` (or resumes it): see [`crate::EmbeddedCluster::hang`].
+    pub(crate) fn set_hung(&self, i: usize, hung: bool) {
+        self.write()[i].hung = hung;
+        if let Some(flag) = self.hung.get(i) {
+            flag.send_replace(hung);
+        }
+    }
+
+    /// True while slot `i` is hung.
+    pub(crate) fn is_hung(&self, i: u16) -> bool {
+        self.hung
+            .get(usize::from(i))
+            .is_some_and(|flag| *flag.borrow())
+    }
+
+    /// Completes once slot `i` is not hung (at once when it is not).
+    pub(crate) async fn resumed(&self, i: u16) {
+        if let Some(flag) = self.hung.get(usize::from(i)) {
+            let mut rx = flag.subscribe();
+            // The sender lives as long as the bus, so this only ends when
+            // the flag is false.
+            let _ = rx.wait_for(|hung| !*hung).await;
+        }
+    }
+
     /// Cuts slot `i` off from the others (or heals it).
     pub(crate) fn set_cut(&self, i: usize, cut: bool) {
         self.write()[i].cut = cut;
@@ -113,7 +147,7 @@ impl Bus {
         let (Some(pa), Some(pb)) = (peers.get(usize::from(a)), peers.get(usize::from(b))) else {
             return false;
         };
-        a == b || (pa.tx.is_some() && pb.tx.is_some() && !pa.cut && !pb.cut)
+        a == b || (pa.tx.is_some() && pb.tx.is_some() && !pa.cut && !pb.cut && !pa.hung && !pb.hung)
     }
 
     /// Slots other than `from` that `from` can talk to right now.

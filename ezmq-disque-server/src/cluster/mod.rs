@@ -215,6 +215,26 @@ impl EmbeddedCluster {
         self.bus.set_cut(i, false);
     }
 
+    /// Hangs node `i` as if its process were stopped (`SIGSTOP`): its port
+    /// still accepts connections, but it reads no command and sends no
+    /// reply, not even to a `GETJOB` already blocked; the other nodes see
+    /// it failing (priority 10 in HELLO) and stop replicating to it.
+    /// [`resume`](Self::resume) lets it go on with what its clients sent
+    /// meanwhile.
+    ///
+    /// Unlike a real cluster, which flags a silent node after its node
+    /// timeout, the other nodes see the hang at once.
+    pub fn hang(&self, i: usize) {
+        self.bus.set_hung(i, true);
+        tracing::info!(node = i, "cluster node hung");
+    }
+
+    /// Undoes [`hang`](Self::hang).
+    pub fn resume(&self, i: usize) {
+        self.bus.set_hung(i, false);
+        tracing::info!(node = i, "cluster node resumed");
+    }
+
     /// Stops every node and waits for all their tasks.
     pub async fn shutdown(self) {
         let servers: Vec<EmbeddedDisque> = self.running.lock().await.drain(..).flatten().collect();
@@ -241,6 +261,9 @@ pub(crate) async fn run(
             _ = token.cancelled() => return,
             env = rx.recv() => {
                 let Some(env) = env else { return };
+                if !node.wait_resumed(token.cancelled()).await {
+                    return;
+                }
                 let mut store = node.store();
                 let now = now();
                 store.handle(env, now);
@@ -253,6 +276,9 @@ pub(crate) async fn run(
                 }
             }
             _ = tick.tick() => {
+                if !node.wait_resumed(token.cancelled()).await {
+                    return;
+                }
                 let mut store = node.store();
                 let now = now();
                 store.replication_tick(now);
