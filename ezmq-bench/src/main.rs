@@ -271,9 +271,9 @@ async fn run_disque(
         if !only_memory {
             for (body, r) in outcome.ratios_at_128 {
                 goals.row(vec![
-                    format!("Disque: push {body} B, 128 tasks: ezmq ≥ 90 % of raw"),
+                    format!("Disque: push {body} B, 128 tasks: ezmq ≥ 95 % of raw"),
                     format!("{:.0} %", r * 100.0),
-                    verdict(r >= 0.90),
+                    verdict(r >= scenario::push::GOAL_RATIO),
                 ]);
             }
         }
@@ -283,9 +283,9 @@ async fn run_disque(
         println!("{}", t.render());
         if settings.sides.len() == 2 {
             goals.row(vec![
-                "Disque: consume: listener ≥ 80 % of raw loop".to_owned(),
+                "Disque: consume: listener ≥ 90 % of raw loop".to_owned(),
                 format!("{:.0} %", r * 100.0),
-                verdict(r >= 0.80),
+                verdict(r >= scenario::consume::GOAL_RATIO),
             ]);
         }
     }

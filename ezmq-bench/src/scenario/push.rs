@@ -17,8 +17,9 @@ use crate::{raw, BoxResult};
 
 /// Tasks of the memory measurement (and of the throughput goal).
 const MEMORY_TASKS: usize = 128;
-/// The throughput goal: ezmq at 128 tasks reaches this share of raw.
-const GOAL_RATIO: f64 = 0.90;
+/// The push goal (issue 12): ezmq reaches this share of raw `ADDJOB` at
+/// 128 tasks.
+pub(crate) const GOAL_RATIO: f64 = 0.95;
 
 /// One measured run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -54,7 +55,7 @@ pub(crate) async fn run(
             "ezmq / raw",
             "CPU µs/msg raw",
             "CPU µs/msg ezmq",
-            "goal ≥ 90 % at 128",
+            "goal ≥ 95 % at 128",
         ],
     );
     thr.note(format!(
