@@ -128,6 +128,19 @@ return len
     )
 });
 
+/// The entries of a queue delivered and not settled yet (the group's
+/// pending count), 0 when the stream or the group does not exist. KEYS:
+/// stream. ARGV: group.
+pub(crate) static IN_FLIGHT: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local p = redis.pcall('XPENDING', KEYS[1], ARGV[1])
+if type(p) == 'table' and p[1] ~= nil and type(p[1]) == 'number' then return p[1] end
+return 0
+"#,
+    )
+});
+
 /// The not-yet-delivered entries of a queue, oldest first. KEYS: stream.
 /// ARGV: group, count.
 pub(crate) static PEEK: LazyLock<Script> = LazyLock::new(|| {
