@@ -35,3 +35,9 @@ async fn purge() {
     let broker = TestBroker::start().await;
     cases::purge(&disque_url(&broker)).await;
 }
+
+#[tokio::test]
+async fn groups() {
+    let broker = TestBroker::start().await;
+    cases::groups(&disque_url(&broker), true).await;
+}

@@ -43,3 +43,11 @@ async fn purge() {
     };
     cases::purge(&url).await;
 }
+
+#[tokio::test]
+async fn groups() {
+    let Some(url) = support::rabbitmq().await else {
+        return;
+    };
+    cases::groups(&url, false).await;
+}

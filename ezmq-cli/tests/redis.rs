@@ -41,3 +41,11 @@ async fn purge() {
     };
     cases::purge(&url).await;
 }
+
+#[tokio::test]
+async fn groups() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::groups(&url, true).await;
+}

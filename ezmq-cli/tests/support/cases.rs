@@ -257,3 +257,50 @@ pub async fn purge(url: &str) {
     assert_eq!(report["done"], 3, "{report}");
     assert_eq!(stats(url, &t).await["dead_letters"], 0);
 }
+
+/// `groups` lists the broadcast groups with their live members, or exits
+/// with 4 where the broker cannot list them.
+pub async fn groups(url: &str, can_list: bool) {
+    let t = topic("bc");
+    let a = ezmq::connect_url(url).await.expect("connect");
+    let b = ezmq::connect_url(url).await.expect("connect");
+    let handler = || ezmq::handler_fn(|_job: Job| async { Ok::<(), std::io::Error>(()) });
+    let l1 = a
+        .add_broadcast_listener(&t, "billing", Arc::new(handler()))
+        .await
+        .expect("join");
+    let l2 = a
+        .add_broadcast_listener(&t, "audit", Arc::new(handler()))
+        .await
+        .expect("join");
+    let l3 = b
+        .add_broadcast_listener(&t, "audit", Arc::new(handler()))
+        .await
+        .expect("join");
+    if !can_list {
+        let out = ezmq(url, &["groups", &t]).await.expect_code(4);
+        assert!(out.stderr.contains("capability missing"), "{}", out.stderr);
+    } else {
+        let listed = eventually(Duration::from_secs(10), || async {
+            let groups = ezmq(url, &["--json", "groups", &t]).await.ok().json();
+            groups
+                == serde_json::json!([
+                    { "name": "audit", "members": 2, "waiting": groups[0]["waiting"] },
+                    { "name": "billing", "members": 1, "waiting": groups[1]["waiting"] },
+                ])
+        })
+        .await;
+        let out = ezmq(url, &["groups", &t]).await.ok();
+        assert!(
+            listed,
+            "audit with 2 members, billing with 1:\n{}",
+            out.stdout
+        );
+        assert!(out.stdout.starts_with("GROUP"), "{}", out.stdout);
+    }
+    for l in [&l1, &l2, &l3] {
+        l.stop(Duration::from_secs(5)).await;
+    }
+    a.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    b.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+}
