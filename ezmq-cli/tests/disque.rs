@@ -41,3 +41,9 @@ async fn groups() {
     let broker = TestBroker::start().await;
     cases::groups(&disque_url(&broker), true).await;
 }
+
+#[tokio::test]
+async fn cron_list() {
+    let broker = TestBroker::start().await;
+    cases::cron_list(&disque_url(&broker), true).await;
+}

@@ -51,3 +51,11 @@ async fn groups() {
     };
     cases::groups(&url, false).await;
 }
+
+#[tokio::test]
+async fn cron_list() {
+    let Some(url) = support::rabbitmq().await else {
+        return;
+    };
+    cases::cron_list(&url, false).await;
+}

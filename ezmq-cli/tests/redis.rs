@@ -49,3 +49,11 @@ async fn groups() {
     };
     cases::groups(&url, true).await;
 }
+
+#[tokio::test]
+async fn cron_list() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::cron_list(&url, true).await;
+}

@@ -304,3 +304,60 @@ pub async fn groups(url: &str, can_list: bool) {
     a.shutdown(Duration::from_secs(5)).await.expect("shutdown");
     b.shutdown(Duration::from_secs(5)).await.expect("shutdown");
 }
+
+/// `cron list` shows a running crontab, then the tick it ran.
+pub async fn cron_list(url: &str, can_list: bool) {
+    let name = topic("cron");
+    let client = ezmq::connect_url(url).await.expect("connect");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    client
+        .add_crontab(
+            &name,
+            "* * * * * *",
+            move |tick: chrono::DateTime<chrono::Utc>| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(tick);
+                    Ok::<(), std::io::Error>(())
+                }
+            },
+        )
+        .await
+        .expect("crontab");
+    if !can_list {
+        let out = ezmq(url, &["cron", "list"]).await.expect_code(4);
+        assert!(out.stderr.contains("capability missing"), "{}", out.stderr);
+        client
+            .shutdown(Duration::from_secs(5))
+            .await
+            .expect("shutdown");
+        return;
+    }
+    let ran = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("a tick in time")
+        .expect("a tick");
+    let listed = eventually(Duration::from_secs(10), || async {
+        let all = ezmq(url, &["--json", "cron", "list"]).await.ok().json();
+        all.as_array().is_some_and(|all| {
+            all.iter().any(|c| {
+                c["name"] == name.as_str()
+                    && c["spec"] == "* * * * * *"
+                    && c["timezone"] == "UTC"
+                    && c["last_tick"].as_str().is_some_and(|t| {
+                        chrono::DateTime::parse_from_rfc3339(t).is_ok_and(|t| t >= ran)
+                    })
+                    && c["next_tick"].is_string()
+                    && c["participants"].as_array().is_some_and(|p| p.len() == 1)
+            })
+        })
+    })
+    .await;
+    let out = ezmq(url, &["cron", "list"]).await.ok();
+    assert!(listed, "{name} listed with its last tick:\n{}", out.stdout);
+    assert!(out.stdout.contains(&name), "{}", out.stdout);
+    client
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+}
