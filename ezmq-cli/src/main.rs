@@ -41,14 +41,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// `err` and its causes, each once.
+/// `err`, then each cause not already in the text on its own line.
 fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
         let more = cause.to_string();
         if !text.contains(&more) {
-            text.push_str(": ");
+            text.push_str("\n  caused by: ");
             text.push_str(&more);
         }
         source = cause.source();
