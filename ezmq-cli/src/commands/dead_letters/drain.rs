@@ -255,7 +255,7 @@ async fn progress(client: &Client, dead: &Topic, what: &'static str) -> Progress
     }
     let bar = match client.queue_len(dead.as_str()).await {
         Ok(len) => ProgressBar::new(len).with_style(
-            ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} ({per_sec}, eta {eta})")
+            ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} (eta {eta})")
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
         ),
         Err(_) => ProgressBar::new_spinner(),
