@@ -10,6 +10,7 @@ use ezmq_core::{BoxError, MqClient, Result};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use crate::announce::Announcer;
 use crate::options::CrontabOptions;
 use crate::registry::{CrontabInfo, CrontabRegistry, Entry};
 use crate::scheduler::{claim_key, BoxHandler, Scheduler};
@@ -142,13 +143,23 @@ impl<C: MqClient + ?Sized> CrontabExt for C {
         )?;
         info!(cron = name, spec = spec.source(), timezone = %options.timezone,
             "crontab registered");
+        let name: Arc<str> = Arc::from(name);
+        let (announce, ran) = tokio::sync::watch::channel(None);
+        let announcer = Announcer::new(
+            Arc::clone(runtime.backend()),
+            Arc::clone(&name),
+            Arc::clone(&spec),
+            options.timezone,
+        );
+        runtime.spawn(announcer.run(cancel.clone(), ran));
         let scheduler = Scheduler {
             backend: Arc::clone(runtime.backend()),
-            name: Arc::from(name),
+            name,
             spec,
             options,
             handler,
             cancel,
+            announce,
             stopped: Some(stopped.drop_guard()),
         };
         runtime.spawn(scheduler.run());

@@ -68,6 +68,17 @@
 //!   later than that, or whose claim calls keep failing (broker down),
 //!   logs and skips the tick.
 //!
+//! ## The registry (`ezmq cron list`)
+//!
+//! Each scheduler also announces its crontab — name, expression, time
+//! zone, the last tick it ran — on the internal topic
+//! `__ezmq|cron-registry`, using only the core calls and peek; any client
+//! reads the merged view with [`announced_crontabs`]. The announcements
+//! expire by themselves (two periods and a minute, at least 10 minutes), so
+//! a crontab whose participants are all gone leaves the list. Backends
+//! without peek (RabbitMQ) do not announce. See `src/announce.rs` for the
+//! details.
+//!
 //! ## Guarantees
 //!
 //! - **No failures:** each tick runs exactly once, on one participant.
@@ -108,6 +119,7 @@
 //! expression (`field 1 (minute) value 61 is out of range 0-59`);
 //! `@every 5s` is not supported and the error says what to write instead.
 
+mod announce;
 mod ext;
 mod options;
 mod registry;
@@ -115,6 +127,7 @@ mod scheduler;
 mod spec;
 mod timing;
 
+pub use announce::{announced_crontabs, registry_topic, CrontabAnnouncement, CrontabStatus};
 pub use chrono_tz::Tz;
 pub use ext::CrontabExt;
 pub use options::{CrontabOptions, MissedTicks};

@@ -52,6 +52,9 @@ pub(crate) struct Scheduler {
     pub(crate) options: CrontabOptions,
     pub(crate) handler: BoxHandler,
     pub(crate) cancel: CancellationToken,
+    /// Tells the crontab's announcer (see [`crate::announce`]) each tick
+    /// this participant won.
+    pub(crate) announce: tokio::sync::watch::Sender<Option<DateTime<Utc>>>,
     /// Cancels the registry's `stopped` token when dropped: once no run can
     /// start any more (also when the task is dropped unpolled).
     pub(crate) stopped: Option<DropGuard>,
@@ -116,7 +119,10 @@ impl Scheduler {
                     .instrument(span.clone())
                     .await
                 {
-                    Claim::Won => runs.start(tick, &self.handler, span),
+                    Claim::Won => {
+                        self.announce.send_replace(Some(tick));
+                        runs.start(tick, &self.handler, span);
+                    }
                     Claim::Lost => debug!(parent: &span, "another participant claimed the tick"),
                     Claim::Failed(e) => {
                         warn!(parent: &span, cron = %self.name, %tick, cause = %e, "could not claim the tick; skipping it");
@@ -158,6 +164,7 @@ impl Scheduler {
         {
             Claim::Won => {
                 info!(parent: &span, "catching up the most recent tick");
+                self.announce.send_replace(Some(last));
                 runs.start(last, &self.handler, span);
             }
             Claim::Lost => debug!(parent: &span, "the most recent tick was already claimed"),

@@ -17,6 +17,8 @@
 //! ```
 
 mod body;
+#[cfg(feature = "cli")]
+pub mod cli;
 mod clients;
 mod cluster;
 mod cmd;

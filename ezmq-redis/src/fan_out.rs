@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ezmq_core::spi::{FanOut, GroupMembership, Source};
+use ezmq_core::spi::{FanOut, GroupInfo, GroupMembership, Source};
 use ezmq_core::{PushOptions, Result, Topic};
 
-use crate::backend::{ms_ceil, Inner, RedisBackend};
+use crate::backend::{ms_ceil, unix_ms, Inner, RedisBackend};
 use crate::error;
 use crate::keys::TopicKeys;
 use crate::scripts;
@@ -79,13 +79,62 @@ impl FanOut for RedisBackend {
         });
         let created = inner.join(&state, retention).await?;
         state.set_ready(true);
-        tracing::debug!(%topic, %group, created, "joined broadcast group");
-        Ok(Box::new(Membership {
+        let membership = Membership {
             inner: Arc::clone(inner),
             state,
             retention,
-        }))
+            members_key: members_key(&inner.config.key_prefix, topic),
+            member: format!("{group}|{}", inner.consumer),
+        };
+        membership.announce().await?;
+        tracing::debug!(%topic, %group, created, "joined broadcast group");
+        Ok(Box::new(membership))
     }
+
+    /// The groups in the topic's registry whose retention has not run out
+    /// (`XINFO GROUPS`, in one script). `members`: the clients whose
+    /// membership announcement (refreshed with the group, removed when
+    /// the member leaves) has not expired: a member that died counts until
+    /// its retention ends. `waiting`: the group's lag, when the server
+    /// reports it (Redis 7).
+    async fn groups(&self, topic: &Topic) -> Result<Option<Vec<GroupInfo>>> {
+        let inner = &self.inner;
+        inner.ensure_open()?;
+        let keys = TopicKeys::broadcast(&inner.config.key_prefix, topic);
+        let flat: Vec<redis::Value> = scripts::GROUPS
+            .key(&keys.stream)
+            .key(&keys.groups)
+            .key(members_key(&inner.config.key_prefix, topic))
+            .invoke_async(&mut inner.conn())
+            .await
+            .map_err(error::command("groups script"))?;
+        let mut groups = Vec::with_capacity(flat.len() / 3);
+        for row in flat.chunks_exact(3) {
+            let name: String = parse(&row[0])?;
+            let members: i64 = parse(&row[1])?;
+            let lag: i64 = parse(&row[2])?;
+            let mut info = GroupInfo::new(name).with_members(u64::try_from(members).unwrap_or(0));
+            if let Ok(lag) = u64::try_from(lag) {
+                info = info.with_waiting(lag);
+            }
+            groups.push(info);
+        }
+        groups.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Some(groups))
+    }
+}
+
+/// One value of the groups script's reply.
+fn parse<T: redis::FromRedisValue>(value: &redis::Value) -> Result<T> {
+    redis::from_redis_value(value.clone())
+        .map_err(|e| error::command("groups script")(redis::RedisError::from(e)))
+}
+
+/// The hash of a broadcast topic's members: field `<group>|<consumer>`,
+/// value the announcement's deadline in Unix milliseconds. Same hash tag
+/// as the topic's other keys.
+fn members_key(prefix: &str, topic: &Topic) -> String {
+    format!("{}m", TopicKeys::broadcast(prefix, topic).groups)
 }
 
 /// A member's place in a broadcast group.
@@ -93,6 +142,24 @@ struct Membership {
     inner: Arc<Inner>,
     state: Arc<SourceState>,
     retention: Duration,
+    /// See [`members_key`].
+    members_key: String,
+    /// This member's field in it.
+    member: String,
+}
+
+impl Membership {
+    /// Writes (or pushes back) this member's announcement deadline.
+    async fn announce(&self) -> Result<()> {
+        let deadline = unix_ms().saturating_add(ms_ceil(self.retention));
+        redis::cmd("HSET")
+            .arg(&self.members_key)
+            .arg(&self.member)
+            .arg(deadline)
+            .query_async::<()>(&mut self.inner.conn())
+            .await
+            .map_err(error::command("HSET"))
+    }
 }
 
 impl fmt::Debug for Membership {
@@ -112,13 +179,18 @@ impl GroupMembership for Membership {
     async fn refresh(&self) -> Result<()> {
         self.inner.ensure_open()?;
         self.inner.join(&self.state, self.retention).await?;
-        Ok(())
+        self.announce().await
     }
 
-    /// Nothing to do: the group stays (other members may still run, and a
-    /// restarted member continues where the group was) until it has not
-    /// been refreshed for its retention.
+    /// Removes this member's announcement. The group stays (other members
+    /// may still run, and a restarted member continues where the group
+    /// was) until it has not been refreshed for its retention.
     async fn leave(&self) -> Result<()> {
-        Ok(())
+        redis::cmd("HDEL")
+            .arg(&self.members_key)
+            .arg(&self.member)
+            .query_async::<()>(&mut self.inner.conn())
+            .await
+            .map_err(error::command("HDEL"))
     }
 }

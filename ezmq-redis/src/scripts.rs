@@ -128,6 +128,64 @@ return len
     )
 });
 
+/// The entries of a queue delivered and not settled yet (the group's
+/// pending count), 0 when the stream or the group does not exist. KEYS:
+/// stream. ARGV: group.
+pub(crate) static IN_FLIGHT: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local p = redis.pcall('XPENDING', KEYS[1], ARGV[1])
+if type(p) == 'table' and p[1] ~= nil and type(p[1]) == 'number' then return p[1] end
+return 0
+"#,
+    )
+});
+
+/// The live groups of a broadcast stream: for each, its name, its members
+/// whose announcement has not expired, and its lag (-1 when unknown).
+/// KEYS: stream, group registry, member registry.
+pub(crate) static GROUPS: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local out = {}
+local now = redis.call('TIME')
+now = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local alive = {}
+local registry = redis.call('HGETALL', KEYS[2])
+for i = 1, #registry, 2 do
+  local deadline = tonumber(string.match(registry[i + 1], '(%d+),'))
+  if deadline ~= nil and deadline >= now then alive[registry[i]] = 0 end
+end
+local members = redis.call('HGETALL', KEYS[3])
+for i = 1, #members, 2 do
+  local group = string.match(members[i], '^([^|]*)|')
+  local deadline = tonumber(members[i + 1])
+  if deadline == nil or deadline < now then
+    redis.call('HDEL', KEYS[3], members[i])
+  elseif group ~= nil and alive[group] ~= nil then
+    alive[group] = alive[group] + 1
+  end
+end
+local groups = redis.pcall('XINFO', 'GROUPS', KEYS[1])
+if type(groups) ~= 'table' or groups.err ~= nil then return out end
+for _, g in ipairs(groups) do
+  local name, lag
+  for i = 1, #g, 2 do
+    if g[i] == 'name' then name = g[i + 1] end
+    if g[i] == 'lag' then lag = g[i + 1] end
+  end
+  if name ~= nil and alive[name] ~= nil then
+    if type(lag) ~= 'number' then lag = -1 end
+    table.insert(out, name)
+    table.insert(out, alive[name])
+    table.insert(out, lag)
+  end
+end
+return out
+"#,
+    )
+});
+
 /// The not-yet-delivered entries of a queue, oldest first. KEYS: stream.
 /// ARGV: group, count.
 pub(crate) static PEEK: LazyLock<Script> = LazyLock::new(|| {

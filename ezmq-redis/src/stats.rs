@@ -30,6 +30,19 @@ impl QueueStats for RedisBackend {
             .map_err(error::command("queue length script"))?;
         Ok(u64::try_from(len).unwrap_or(0))
     }
+
+    /// The group's pending count (`XPENDING`): delivered, not settled.
+    async fn in_flight(&self, topic: &Topic) -> Result<Option<u64>> {
+        self.inner.ensure_open()?;
+        let keys = TopicKeys::queue(&self.inner.config.key_prefix, topic);
+        let pending: i64 = scripts::IN_FLIGHT
+            .key(&keys.stream)
+            .arg(QUEUE_GROUP)
+            .invoke_async(&mut self.inner.conn())
+            .await
+            .map_err(error::command("in-flight script"))?;
+        Ok(Some(u64::try_from(pending).unwrap_or(0)))
+    }
 }
 
 #[async_trait]

@@ -17,6 +17,9 @@
 //! # }
 //! ```
 
+mod brokers;
+pub use brokers::{amqp_url, broker_required, redis_url, skip_or_require, REQUIRE_ENV};
+
 use std::future::Future;
 use std::sync::Once;
 use std::time::Duration;

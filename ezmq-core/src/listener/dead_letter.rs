@@ -8,12 +8,19 @@ use serde::{Deserialize, Serialize};
 
 use crate::consume_options::DeadLetter;
 use crate::error::{Error, Result};
+use crate::headers::Headers;
 use crate::job::Job;
 use crate::spi::Source;
 use crate::topic::Topic;
 
 /// Suffix of the default dead-letter topic: `<topic>.dead-letter`.
 const DEFAULT_SUFFIX: &str = ".dead-letter";
+
+/// A header with the time of a job's first failed attempt, in
+/// milliseconds since the Unix epoch, for backends or listeners that carry
+/// it across retries; [`DeadLetterRecord::first_failed_at_ms`] is read from
+/// it.
+pub(crate) const FIRST_FAILED_AT_HEADER: &str = "ezmq-first-failed-at";
 
 /// The body of a job on a dead-letter topic: a JSON object describing the
 /// job that failed for good.
@@ -52,6 +59,17 @@ pub struct DeadLetterRecord {
     /// When the job was dead-lettered, in milliseconds since the Unix epoch.
     #[serde(default)]
     pub failed_at_ms: u64,
+    /// When the job's first attempt failed, in milliseconds since the Unix
+    /// epoch: `failed_at_ms` when the first attempt was the last, else the
+    /// `ezmq-first-failed-at` header when the job carries it; `None`
+    /// when unknown (and in records written before this field existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failed_at_ms: Option<u64>,
+    /// The job's headers (reserved `ezmq-` ones included), so the job can
+    /// be pushed again as it was. Empty in records written before this
+    /// field existed.
+    #[serde(default, skip_serializing_if = "Headers::is_empty")]
+    pub headers: Headers,
     /// The original body, when it is valid UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
@@ -70,6 +88,13 @@ impl DeadLetterRecord {
         let failed_at_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let first_failed_at_ms = if attempts <= 1 {
+            Some(failed_at_ms)
+        } else {
+            job.headers()
+                .get(FIRST_FAILED_AT_HEADER)
+                .and_then(|v| v.parse().ok())
+        };
         DeadLetterRecord {
             topic: job.topic().as_str().to_owned(),
             job_id: job.id().as_str().to_owned(),
@@ -77,6 +102,8 @@ impl DeadLetterRecord {
             error: error.into(),
             permanent,
             failed_at_ms,
+            first_failed_at_ms,
+            headers: job.headers().clone(),
             body,
             body_bytes,
         }
@@ -158,6 +185,28 @@ mod tests {
         let back: DeadLetterRecord = serde_json::from_value(json).unwrap();
         assert_eq!(back, rec);
         assert_eq!(&back.body()[..], b"{\"n\":1}");
+    }
+
+    #[test]
+    fn headers_and_first_failure_are_kept_and_old_records_still_decode() {
+        let mut headers = Headers::new();
+        headers.insert("tenant", "acme");
+        headers.insert(FIRST_FAILED_AT_HEADER, "1000");
+        let failed = job(b"x").with_headers(headers.clone()).with_attempt(3);
+        let rec = DeadLetterRecord::new(&failed, 3, "boom", false);
+        assert_eq!(rec.first_failed_at_ms, Some(1000));
+        assert_eq!(rec.headers, headers);
+        let back: DeadLetterRecord =
+            serde_json::from_slice(&serde_json::to_vec(&rec).unwrap()).unwrap();
+        assert_eq!(back, rec);
+        let once = DeadLetterRecord::new(&job(b"x"), 1, "boom", true);
+        assert_eq!(once.first_failed_at_ms, Some(once.failed_at_ms));
+        let unknown = DeadLetterRecord::new(&job(b"x"), 2, "boom", false);
+        assert_eq!(unknown.first_failed_at_ms, None);
+        let old = r#"{"topic":"t","job_id":"D-1","attempts":5,"error":"e","body":"b"}"#;
+        let old: DeadLetterRecord = serde_json::from_str(old).unwrap();
+        assert!(old.headers.is_empty());
+        assert_eq!(old.first_failed_at_ms, None);
     }
 
     #[test]

@@ -36,6 +36,53 @@ pub trait FanOut: Send + Sync {
         group: &Topic,
         retention: Duration,
     ) -> Result<Box<dyn GroupMembership>>;
+
+    /// The groups of `topic` that exist now, sorted by name, with what the
+    /// broker tells about each; `None` when the broker cannot list them
+    /// (the default; a native fan-out exchange does not know its queues'
+    /// consumers by group).
+    async fn groups(&self, topic: &Topic) -> Result<Option<Vec<GroupInfo>>> {
+        let _ = topic;
+        Ok(None)
+    }
+}
+
+/// One consumer group of a fan-out topic, as [`FanOut::groups`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GroupInfo {
+    /// The group's name.
+    pub name: String,
+    /// Its live members, when the broker can count them (each backend's
+    /// docs say what "live" means there).
+    pub members: Option<u64>,
+    /// Messages waiting for the group, when the broker can count them.
+    pub waiting: Option<u64>,
+}
+
+impl GroupInfo {
+    /// Group `name` with nothing known about it.
+    pub fn new(name: impl Into<String>) -> Self {
+        GroupInfo {
+            name: name.into(),
+            members: None,
+            waiting: None,
+        }
+    }
+
+    /// Sets [`GroupInfo::members`].
+    #[must_use]
+    pub fn with_members(mut self, members: u64) -> Self {
+        self.members = Some(members);
+        self
+    }
+
+    /// Sets [`GroupInfo::waiting`].
+    #[must_use]
+    pub fn with_waiting(mut self, waiting: u64) -> Self {
+        self.waiting = Some(waiting);
+        self
+    }
 }
 
 /// One member's place in a group, kept alive while the member runs.

@@ -32,7 +32,7 @@ pub use backend::Backend;
 pub use capability::{Capabilities, Capability};
 pub use claim::ExclusiveClaim;
 pub use delivery::{Delivery, DeliveryHandle, Settle};
-pub use fan_out::{FanOut, GroupMembership};
+pub use fan_out::{FanOut, GroupInfo, GroupMembership};
 pub use reply::{Inbox, ReplyChannel};
 pub use runtime::Runtime;
 pub use source::Source;

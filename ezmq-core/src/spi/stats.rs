@@ -13,6 +13,14 @@ pub trait QueueStats: Send + Sync {
     /// (every node of a cluster), not counting the ones being processed nor
     /// delayed ones. Fails rather than answer a partial count.
     async fn queue_len(&self, topic: &Topic) -> Result<u64>;
+
+    /// Messages of `topic` delivered to a consumer and not settled yet
+    /// (being processed), across the whole broker; `None` when the broker
+    /// cannot count them (the default).
+    async fn in_flight(&self, topic: &Topic) -> Result<Option<u64>> {
+        let _ = topic;
+        Ok(None)
+    }
 }
 
 /// Reading waiting messages without consuming them

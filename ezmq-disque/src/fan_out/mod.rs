@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ezmq_core::spi::{Backend, FanOut, GroupMembership};
+use ezmq_core::spi::{Backend, FanOut, GroupInfo, GroupMembership};
 use ezmq_core::{PushOptions, Result, Topic};
 use futures::StreamExt as _;
 use tracing::{debug, warn};
@@ -117,5 +117,36 @@ impl FanOut for DisqueBackend {
         membership.announce().await?;
         self.fan_out_state().invalidate(&registry).await;
         Ok(Box::new(membership))
+    }
+
+    /// The groups announced in the topic's registry (a fresh cluster-wide
+    /// `QPEEK`, not the producers' cache). `members` counts announcements:
+    /// one per running member, plus one per member that stopped less than
+    /// the group's retention ago; `waiting` is the group queue's `QLEN`
+    /// summed over every node. Fails when some node cannot be read.
+    async fn groups(&self, topic: &Topic) -> Result<Option<Vec<GroupInfo>>> {
+        let registry = names::registry(topic)?;
+        let (jobs, failed) = self
+            .peek_jobs_counting_failures(&registry, DISCOVERY_LIMIT)
+            .await?;
+        if let Some(err) = failed {
+            return Err(err.into());
+        }
+        let mut members: std::collections::BTreeMap<Topic, u64> = Default::default();
+        for job in &jobs {
+            if let Ok(Ok(group)) = std::str::from_utf8(job.body()).map(Topic::new) {
+                *members.entry(group).or_default() += 1;
+            }
+        }
+        let mut groups = Vec::with_capacity(members.len());
+        for (group, count) in members {
+            let waiting = self.queue_length(&group_queue(topic, &group)?).await?;
+            groups.push(
+                GroupInfo::new(group.as_str())
+                    .with_members(count)
+                    .with_waiting(waiting),
+            );
+        }
+        Ok(Some(groups))
     }
 }

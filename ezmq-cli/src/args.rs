@@ -1,0 +1,204 @@
+//! The command line, parsed with clap's derive API.
+
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use ezmq_disque_server::cli::ServerArgs;
+
+/// Text printed after `ezmq --help`: URLs and exit codes.
+const AFTER_HELP: &str = "\
+Broker URLs (--url or EZMQ_URL), the same as ezmq::connect_url:
+  disque://[:password@]host:port[,host:port...]   Disque or the embedded server
+  redis://[:password@]host:port[/db]              Redis (Streams)
+  redis+cluster://host:port,host:port             Redis Cluster
+  amqp://user:pass@host:5672/vhost                RabbitMQ
+
+Exit codes:
+  0  success
+  1  any other failure (the broker refused an operation, bad input)
+  2  bad command line or bad URL
+  3  the broker is unreachable
+  4  the backend lacks a capability the command needs (e.g. peek on RabbitMQ)
+  5  purge not confirmed";
+
+/// `ezmq`: inspect and operate any ezmq broker.
+#[derive(Debug, Parser)]
+#[command(name = "ezmq", version, about, after_help = AFTER_HELP)]
+pub(crate) struct Cli {
+    /// Broker URL: disque://, redis://, redis+cluster://, amqp://.
+    #[arg(long, env = "EZMQ_URL", global = true, hide_env_values = true)]
+    pub(crate) url: Option<String>,
+    /// Print JSON instead of tables (one document; `--watch` prints one per
+    /// refresh, one per line).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Queue lengths, in-flight jobs and dead letters per topic.
+    Stats(StatsArgs),
+    /// Waiting jobs of a topic, oldest first, without consuming them.
+    Peek(PeekArgs),
+    /// Pushes one job.
+    Push(PushArgs),
+    /// Lists, requeues or purges the dead letters of a topic.
+    #[command(name = "dead-letters")]
+    DeadLetters(DeadLettersArgs),
+    /// Distributed cron: the crontabs registered by running schedulers.
+    #[command(subcommand)]
+    Cron(CronCommand),
+    /// Broadcast groups of a topic and their live members.
+    Groups(GroupsArgs),
+    /// Runs the embedded Disque-compatible server (the flags of
+    /// `ezmq-disque-server`).
+    Serve(ServeArgs),
+}
+
+/// `ezmq stats`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StatsArgs {
+    /// Topics to show.
+    #[arg(required = true)]
+    pub(crate) topics: Vec<String>,
+    /// Refresh every INTERVAL (default 2s) until Ctrl-C, redrawing the
+    /// table in place.
+    #[arg(long, value_name = "INTERVAL", num_args = 0..=1,
+          default_missing_value = "2s", value_parser = parse_duration)]
+    pub(crate) watch: Option<Duration>,
+}
+
+/// `ezmq peek`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PeekArgs {
+    /// The topic.
+    pub(crate) topic: String,
+    /// How many jobs.
+    #[arg(short = 'n', long = "count", default_value_t = 10)]
+    pub(crate) count: usize,
+}
+
+/// `ezmq push`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PushArgs {
+    /// The topic.
+    pub(crate) topic: String,
+    /// The body (use `-` to read it from stdin).
+    pub(crate) body: String,
+    /// Deliver no earlier than this from now (`10s`, `5m`, `1h 30m`).
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) delay: Option<Duration>,
+    /// A header `name=value` (repeatable).
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_header)]
+    pub(crate) headers: Vec<(String, String)>,
+}
+
+/// `ezmq dead-letters`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DeadLettersArgs {
+    /// The topic whose dead letters to show (its dead-letter topic is
+    /// `<TOPIC>.dead-letter`, see `--dead-letter-topic`).
+    pub(crate) topic: String,
+    /// The dead-letter topic, when the listener set its own.
+    #[arg(long, value_name = "TOPIC")]
+    pub(crate) dead_letter_topic: Option<String>,
+    /// Puts the given dead letters (dead-letter job ids or original job
+    /// ids) back on their original topic, attempt count reset.
+    #[arg(long, value_name = "ID", num_args = 0.., conflicts_with = "purge")]
+    pub(crate) requeue: Option<Vec<String>>,
+    /// With `--requeue`: every dead letter.
+    #[arg(long, requires = "requeue")]
+    pub(crate) all: bool,
+    /// Deletes every dead letter of the topic.
+    #[arg(long)]
+    pub(crate) purge: bool,
+    /// Do not ask before purging (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    pub(crate) yes: bool,
+    /// Most dead letters listed.
+    #[arg(short = 'n', long = "count", default_value_t = 100)]
+    pub(crate) count: usize,
+}
+
+/// `ezmq cron ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum CronCommand {
+    /// Registered crontabs, their last tick run and their next tick.
+    List,
+}
+
+/// `ezmq groups`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct GroupsArgs {
+    /// The broadcast topic.
+    pub(crate) topic: String,
+}
+
+/// `ezmq serve`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// The server's options.
+    #[command(flatten)]
+    pub(crate) server: ServerArgs,
+}
+
+/// `10s`, `250ms`, `1h 30m`, or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    humantime::parse_duration(text).map_err(|e| format!("{e} (write e.g. 10s, 250ms, 1h30m)"))
+}
+
+/// `name=value`.
+fn parse_header(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("expected NAME=VALUE, got {text:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_and_headers_parse() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(
+            parse_header("k=v=w").unwrap(),
+            ("k".to_owned(), "v=w".to_owned())
+        );
+        assert!(parse_header("=v").is_err());
+        assert!(parse_header("kv").is_err());
+    }
+
+    #[test]
+    fn watch_takes_an_optional_interval() {
+        let cli = Cli::try_parse_from(["ezmq", "stats", "a", "--watch"]).unwrap();
+        let Command::Stats(stats) = cli.command else {
+            panic!("not stats")
+        };
+        assert_eq!(stats.watch, Some(Duration::from_secs(2)));
+        let cli = Cli::try_parse_from(["ezmq", "stats", "--watch", "5s", "a", "b"]).unwrap();
+        let Command::Stats(stats) = cli.command else {
+            panic!("not stats")
+        };
+        assert_eq!(stats.watch, Some(Duration::from_secs(5)));
+        assert_eq!(stats.topics, ["a", "b"]);
+    }
+}

@@ -1,0 +1,148 @@
+//! `ezmq stats [TOPIC...] [--watch [INTERVAL]]`: waiting, in-flight and
+//! dead-lettered jobs per topic, once or as a live table.
+
+use std::io::Write;
+use std::time::Duration;
+
+use ezmq::spi::{Capability, QueueStats};
+use ezmq::{Client, Topic};
+use serde::Serialize;
+
+use crate::args::StatsArgs;
+use crate::exit::{CliResult, Context};
+use crate::table::{print_json, print_text, Table};
+
+/// The numbers of one topic.
+#[derive(Debug, Serialize)]
+struct TopicStats {
+    topic: String,
+    /// Waiting to be delivered (not delayed, not in flight).
+    waiting: u64,
+    /// Delivered and not settled yet; `null` when the broker cannot tell.
+    in_flight: Option<u64>,
+    /// Waiting in `<topic>.dead-letter`.
+    dead_letters: u64,
+}
+
+/// Runs `ezmq stats`.
+pub(crate) async fn run(client: &Client, args: StatsArgs, json: bool) -> CliResult<()> {
+    super::require(
+        client,
+        Capability::QueueStats,
+        "the broker's own tools show its queue lengths",
+    )?;
+    let mut topics = Vec::with_capacity(args.topics.len());
+    for name in &args.topics {
+        let topic = super::topic(name)?;
+        let dead = super::topic(&format!("{name}.dead-letter"))?;
+        topics.push((topic, dead));
+    }
+    let Some(interval) = args.watch else {
+        let stats = collect(client, &topics).await?;
+        return if json {
+            print_json(&stats)
+        } else {
+            print_text(&render(&stats))
+        };
+    };
+    watch(client, &topics, interval, json).await
+}
+
+/// Reads the numbers of every topic.
+async fn collect(client: &Client, topics: &[(Topic, Topic)]) -> CliResult<Vec<TopicStats>> {
+    let runtime = super::runtime(client);
+    let Some(stats) = runtime.backend().queue_stats() else {
+        return Err(crate::exit::CliError::CapabilityMissing {
+            backend: runtime.backend().name(),
+            what: Capability::QueueStats.to_string(),
+            hint: "the broker's own tools show its queue lengths",
+        });
+    };
+    let reads = topics.iter().map(|(topic, dead)| read(stats, topic, dead));
+    futures::future::try_join_all(reads).await
+}
+
+async fn read(stats: &dyn QueueStats, topic: &Topic, dead: &Topic) -> CliResult<TopicStats> {
+    let (waiting, in_flight, dead_letters) = tokio::try_join!(
+        stats.queue_len(topic),
+        stats.in_flight(topic),
+        stats.queue_len(dead),
+    )
+    .context(|| format!("reading the stats of {topic:?}"))?;
+    Ok(TopicStats {
+        topic: topic.to_string(),
+        waiting,
+        in_flight,
+        dead_letters,
+    })
+}
+
+fn render(stats: &[TopicStats]) -> String {
+    let mut table = Table::new(["TOPIC", "WAITING", "IN-FLIGHT", "DEAD-LETTERS"]);
+    for s in stats {
+        table.row([
+            s.topic.clone(),
+            s.waiting.to_string(),
+            s.in_flight
+                .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+            s.dead_letters.to_string(),
+        ]);
+    }
+    table.render()
+}
+
+/// Redraws the table every `interval` until Ctrl-C. A failed read shows
+/// its error in place of the table and the next refresh tries again.
+async fn watch(
+    client: &Client,
+    topics: &[(Topic, Topic)],
+    interval: Duration,
+    json: bool,
+) -> CliResult<()> {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        tokio::select! {
+            _ = &mut ctrl_c => return Ok(()),
+            _ = ticker.tick() => {}
+        }
+        let now = chrono::Utc::now().format("%Y-%m-%d %H:%M:%SZ");
+        let frame = collect(client, topics).await;
+        let mut out = std::io::stdout().lock();
+        if json {
+            match frame {
+                Ok(stats) => {
+                    let line = serde_json::json!({ "at": now.to_string(), "topics": stats });
+                    writeln!(out, "{line}")?;
+                }
+                Err(err) => {
+                    let line =
+                        serde_json::json!({ "at": now.to_string(), "error": err.to_string() });
+                    writeln!(out, "{line}")?;
+                }
+            }
+        } else {
+            // Clear the screen, cursor home, then the frame.
+            write!(out, "\x1b[2J\x1b[H")?;
+            writeln!(
+                out,
+                "{} at {}, every {}; Ctrl-C to stop\n",
+                client_label(client),
+                now,
+                humantime::format_duration(interval)
+            )?;
+            match frame {
+                Ok(stats) => write!(out, "{}", render(&stats))?,
+                Err(err) => writeln!(out, "error: {err}")?,
+            }
+        }
+        out.flush()?;
+    }
+}
+
+fn client_label(client: &Client) -> &'static str {
+    use ezmq::MqClient;
+    client.backend_name()
+}

@@ -1,0 +1,36 @@
+//! Connecting to the broker the URL names, with the CLI's error mapping.
+
+use std::time::Duration;
+
+use ezmq::{Client, Error, MqClient};
+
+use crate::exit::{CliError, CliResult};
+
+/// How long a command waits for its last acknowledgements when it closes.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// Connects to `url` (from `--url` or `EZMQ_URL`).
+///
+/// A URL that does not parse is [`CliError::BadUrl`]; a broker that does
+/// not answer or refuses us is [`CliError::Unreachable`].
+pub(crate) async fn connect(url: Option<&str>) -> CliResult<Client> {
+    let url = url
+        .filter(|u| !u.trim().is_empty())
+        .ok_or(CliError::NoUrl)?;
+    match ezmq::connect_url(url).await {
+        Ok(client) => Ok(client),
+        Err(err @ (Error::InvalidOption { .. } | Error::InvalidTopic { .. })) => {
+            Err(CliError::BadUrl(err))
+        }
+        // Refused, timed out, rejected credentials, TLS: the broker at
+        // this URL cannot be used.
+        Err(err) => Err(CliError::Unreachable(err)),
+    }
+}
+
+/// Closes the client's connections, logging (not failing on) an error.
+pub(crate) async fn close(client: &Client) {
+    if let Err(err) = client.shutdown(CLOSE_GRACE).await {
+        tracing::debug!(cause = %err, "closing the client");
+    }
+}

@@ -1,0 +1,67 @@
+//! `ezmq`: the command line of ezmq. Inspects and operates any broker
+//! `ezmq::connect_url` knows (queue stats, peek, push, dead letters, cron,
+//! broadcast groups) and runs the embedded Disque-compatible server.
+
+mod args;
+mod commands;
+mod connect;
+mod exit;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::Serve(serve) = cli.command {
+        // The server builds its own runtime (its `--threads`).
+        return commands::serve::run(serve);
+    }
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ezmq: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(commands::run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("ezmq: {}", chain(&err));
+            err.exit_code()
+        }
+    }
+}
+
+/// `err`, then each cause not already in the text on its own line.
+fn chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str("\n  caused by: ");
+            text.push_str(&more);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Logs to stderr when `RUST_LOG` is set (warnings and errors otherwise).
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

@@ -1,0 +1,49 @@
+//! `ezmq` end to end against the embedded Disque-compatible server (or the
+//! real nodes in `EZMQ_TEST_DISQUE_ADDRS`).
+
+mod support;
+
+use ezmq_test_support::TestBroker;
+use support::cases::{self, Caps};
+use support::disque_url;
+
+const CAPS: Caps = Caps {
+    peek: true,
+    in_flight: false,
+};
+
+#[tokio::test]
+async fn push_stats_peek() {
+    let broker = TestBroker::start().await;
+    cases::push_stats_peek(&disque_url(&broker), CAPS).await;
+}
+
+#[tokio::test]
+async fn push_delay() {
+    let broker = TestBroker::start().await;
+    cases::push_delay(&disque_url(&broker)).await;
+}
+
+#[tokio::test]
+async fn dead_letter_round_trip() {
+    let broker = TestBroker::start().await;
+    cases::dead_letter_round_trip(&disque_url(&broker), CAPS).await;
+}
+
+#[tokio::test]
+async fn purge() {
+    let broker = TestBroker::start().await;
+    cases::purge(&disque_url(&broker)).await;
+}
+
+#[tokio::test]
+async fn groups() {
+    let broker = TestBroker::start().await;
+    cases::groups(&disque_url(&broker), true).await;
+}
+
+#[tokio::test]
+async fn cron_list() {
+    let broker = TestBroker::start().await;
+    cases::cron_list(&disque_url(&broker), true).await;
+}

@@ -1,0 +1,59 @@
+//! `ezmq` end to end against Redis (`EZMQ_TEST_REDIS_URL`, skipped when
+//! nothing answers unless `EZMQ_REQUIRE_BROKERS` names redis).
+
+mod support;
+
+use support::cases::{self, Caps};
+
+const CAPS: Caps = Caps {
+    peek: true,
+    in_flight: true,
+};
+
+#[tokio::test]
+async fn push_stats_peek() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::push_stats_peek(&url, CAPS).await;
+}
+
+#[tokio::test]
+async fn push_delay() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::push_delay(&url).await;
+}
+
+#[tokio::test]
+async fn dead_letter_round_trip() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::dead_letter_round_trip(&url, CAPS).await;
+}
+
+#[tokio::test]
+async fn purge() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::purge(&url).await;
+}
+
+#[tokio::test]
+async fn groups() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::groups(&url, true).await;
+}
+
+#[tokio::test]
+async fn cron_list() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::cron_list(&url, true).await;
+}

@@ -1,0 +1,363 @@
+//! The end-to-end cases, each run against every broker that has what it
+//! needs.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ezmq::prelude::*;
+use ezmq::{ConsumeOptions, Job};
+use ezmq_test_support::eventually;
+
+use super::{ezmq, topic, Out};
+
+/// What the backend under test can do.
+#[derive(Clone, Copy, Debug)]
+pub struct Caps {
+    /// It can peek (Disque, Redis).
+    pub peek: bool,
+    /// It counts in-flight jobs (Redis).
+    pub in_flight: bool,
+}
+
+async fn stats(url: &str, topic: &str) -> serde_json::Value {
+    let out = ezmq(url, &["--json", "stats", topic]).await.ok();
+    let json = out.json();
+    json[0].clone()
+}
+
+/// push, then stats and peek (JSON and tables) see the jobs.
+pub async fn push_stats_peek(url: &str, caps: Caps) {
+    let t = topic("push");
+    let out = ezmq(url, &["push", &t, "hello"]).await.ok();
+    assert!(!out.stdout.trim().is_empty(), "push prints the id");
+    let out = ezmq(
+        url,
+        &[
+            "--json",
+            "push",
+            &t,
+            "{\"n\":2}",
+            "--header",
+            "tenant=acme",
+            "--header",
+            "k=v=w",
+        ],
+    )
+    .await
+    .ok();
+    assert_eq!(out.json()["topic"], t.as_str());
+
+    let s = stats(url, &t).await;
+    assert_eq!(s["topic"], t.as_str());
+    assert_eq!(s["waiting"], 2, "{s}");
+    assert_eq!(s["dead_letters"], 0, "{s}");
+    if caps.in_flight {
+        assert_eq!(s["in_flight"], 0, "{s}");
+    } else {
+        assert!(s["in_flight"].is_null(), "{s}");
+    }
+    let table = ezmq(url, &["stats", &t]).await.ok().stdout;
+    assert!(table.starts_with("TOPIC"), "{table}");
+    assert!(table.contains(&t), "{table}");
+
+    let peek = ezmq(url, &["--json", "peek", &t, "-n", "5"]).await;
+    if !caps.peek {
+        let peek = peek.expect_code(4);
+        assert!(
+            peek.stderr.contains("capability missing"),
+            "{}",
+            peek.stderr
+        );
+        return;
+    }
+    let jobs = peek.ok().json();
+    let jobs = jobs.as_array().expect("an array");
+    assert_eq!(jobs.len(), 2, "{jobs:?}");
+    assert_eq!(jobs[0]["body"], "hello");
+    assert_eq!(jobs[1]["body"], "{\"n\":2}");
+    assert_eq!(jobs[1]["headers"]["tenant"], "acme");
+    assert_eq!(jobs[1]["headers"]["k"], "v=w");
+    let table = ezmq(url, &["peek", &t]).await.ok().stdout;
+    assert!(table.contains("tenant=acme"), "{table}");
+    // Peeking consumed nothing.
+    assert_eq!(stats(url, &t).await["waiting"], 2);
+}
+
+/// A delayed push is not waiting before its delay, and a listener gets it
+/// no earlier than the delay.
+pub async fn push_delay(url: &str) {
+    let t = topic("delay");
+    let pushed = std::time::Instant::now();
+    ezmq(url, &["push", &t, "later", "--delay", "1s"])
+        .await
+        .ok();
+    assert_eq!(stats(url, &t).await["waiting"], 0);
+    let client = ezmq::connect_url(url).await.expect("connect");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let listener = client
+        .add_consume_listener(&t, move |job: Job| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send((job.body().clone(), std::time::Instant::now()));
+                Ok::<(), std::io::Error>(())
+            }
+        })
+        .await
+        .expect("listener");
+    let (body, at) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .expect("delivered in time")
+        .expect("a job");
+    assert_eq!(&body[..], b"later");
+    assert!(
+        at.duration_since(pushed) >= Duration::from_millis(900),
+        "delivered early"
+    );
+    listener.stop(Duration::from_secs(5)).await;
+    client
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+}
+
+/// A listener fails a job into the dead-letter topic; `dead-letters` shows
+/// it; `--requeue` puts it back and a now-succeeding listener handles it
+/// exactly once, with its headers and attempt 1.
+pub async fn dead_letter_round_trip(url: &str, caps: Caps) {
+    let t = topic("dl");
+    let dead = format!("{t}.dead-letter");
+    let client = ezmq::connect_url(url).await.expect("connect");
+    let failing = Arc::new(AtomicBool::new(true));
+    let handled = Arc::new(AtomicU32::new(0));
+    let seen = Arc::new(Mutex::new(Vec::<(Option<String>, u32)>::new()));
+    let listener = {
+        let (failing, handled, seen) = (failing.clone(), handled.clone(), seen.clone());
+        client
+            .add_consume_listener_with(
+                &t,
+                ConsumeOptions::new()
+                    .with_max_attempts(2)
+                    .with_backoff(Duration::from_millis(10), Duration::from_millis(50)),
+                move |job: Job| {
+                    let (failing, handled, seen) = (failing.clone(), handled.clone(), seen.clone());
+                    async move {
+                        if failing.load(Ordering::SeqCst) {
+                            return Err(std::io::Error::other("boom: downstream is down"));
+                        }
+                        handled.fetch_add(1, Ordering::SeqCst);
+                        if let Ok(mut seen) = seen.lock() {
+                            seen.push((
+                                job.headers().get("tenant").map(str::to_owned),
+                                job.attempt(),
+                            ));
+                        }
+                        Ok(())
+                    }
+                },
+            )
+            .await
+            .expect("listener")
+    };
+    ezmq(url, &["push", &t, "order-1", "--header", "tenant=acme"])
+        .await
+        .ok();
+
+    let arrived = eventually(Duration::from_secs(30), || async {
+        client.queue_len(&dead).await.ok() == Some(1)
+    })
+    .await;
+    assert!(arrived, "the job reached {dead}");
+    assert_eq!(stats(url, &t).await["dead_letters"], 1);
+
+    let listing = ezmq(url, &["--json", "dead-letters", &t]).await;
+    let requeue_id = if caps.peek {
+        let list = listing.ok().json();
+        let list = list.as_array().expect("an array").clone();
+        assert_eq!(list.len(), 1, "{list:?}");
+        let record = &list[0];
+        assert_eq!(record["topic"], t.as_str());
+        assert_eq!(record["attempts"], 2);
+        assert!(
+            record["error"].as_str().unwrap_or("").contains("boom"),
+            "{record}"
+        );
+        assert_eq!(record["headers"]["tenant"], "acme");
+        assert!(record["failed_at_ms"].as_u64().unwrap_or(0) > 0, "{record}");
+        let table = ezmq(url, &["dead-letters", &t]).await.ok().stdout;
+        assert!(
+            table.contains("LAST FAILURE") && table.contains("boom"),
+            "{table}"
+        );
+        // An unknown id: nothing moves, exit code 1.
+        let out = ezmq(url, &["dead-letters", &t, "--requeue", "no-such-id"]).await;
+        let out = out.expect_code(1);
+        assert!(
+            out.stdout.contains("not found: no-such-id"),
+            "{}",
+            out.stdout
+        );
+        assert_eq!(client.queue_len(&dead).await.expect("qlen"), 1);
+        Some(record["id"].as_str().expect("an id").to_owned())
+    } else {
+        let out = listing.expect_code(4);
+        assert!(out.stderr.contains("capability missing"), "{}", out.stderr);
+        None
+    };
+
+    failing.store(false, Ordering::SeqCst);
+    let out: Out = match &requeue_id {
+        Some(id) => ezmq(url, &["--json", "dead-letters", &t, "--requeue", id]).await,
+        None => ezmq(url, &["--json", "dead-letters", &t, "--requeue", "--all"]).await,
+    };
+    let report = out.ok().json();
+    assert_eq!(report["done"], 1, "{report}");
+
+    let done = eventually(Duration::from_secs(30), || async {
+        handled.load(Ordering::SeqCst) >= 1
+    })
+    .await;
+    assert!(done, "the requeued job was handled");
+    let settled = eventually(Duration::from_secs(10), || async {
+        client.queue_len(&dead).await.ok() == Some(0) && client.queue_len(&t).await.ok() == Some(0)
+    })
+    .await;
+    assert!(settled, "nothing left in {t} or {dead}");
+    // Give a duplicate the time to show up: there must be none.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(handled.load(Ordering::SeqCst), 1, "handled exactly once");
+    let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+    assert_eq!(seen, vec![(Some("acme".to_owned()), 1)]);
+    listener.stop(Duration::from_secs(5)).await;
+    client
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+}
+
+/// `--purge` refuses without a terminal or `--yes` (exit 5), then deletes
+/// every dead letter with `--yes`.
+pub async fn purge(url: &str) {
+    let t = topic("purge");
+    let dead = format!("{t}.dead-letter");
+    for i in 0..3 {
+        ezmq(url, &["push", &dead, &format!("not a record {i}")])
+            .await
+            .ok();
+    }
+    let out = ezmq(url, &["dead-letters", &t, "--purge"])
+        .await
+        .expect_code(5);
+    assert!(out.stderr.contains("--yes"), "{}", out.stderr);
+    assert_eq!(stats(url, &t).await["dead_letters"], 3);
+    let report = ezmq(url, &["--json", "dead-letters", &t, "--purge", "--yes"])
+        .await
+        .ok()
+        .json();
+    assert_eq!(report["done"], 3, "{report}");
+    assert_eq!(stats(url, &t).await["dead_letters"], 0);
+}
+
+/// `groups` lists the broadcast groups with their live members, or exits
+/// with 4 where the broker cannot list them.
+pub async fn groups(url: &str, can_list: bool) {
+    let t = topic("bc");
+    let a = ezmq::connect_url(url).await.expect("connect");
+    let b = ezmq::connect_url(url).await.expect("connect");
+    let handler = || ezmq::handler_fn(|_job: Job| async { Ok::<(), std::io::Error>(()) });
+    let l1 = a
+        .add_broadcast_listener(&t, "billing", Arc::new(handler()))
+        .await
+        .expect("join");
+    let l2 = a
+        .add_broadcast_listener(&t, "audit", Arc::new(handler()))
+        .await
+        .expect("join");
+    let l3 = b
+        .add_broadcast_listener(&t, "audit", Arc::new(handler()))
+        .await
+        .expect("join");
+    if !can_list {
+        let out = ezmq(url, &["groups", &t]).await.expect_code(4);
+        assert!(out.stderr.contains("capability missing"), "{}", out.stderr);
+    } else {
+        let listed = eventually(Duration::from_secs(10), || async {
+            let groups = ezmq(url, &["--json", "groups", &t]).await.ok().json();
+            groups
+                == serde_json::json!([
+                    { "name": "audit", "members": 2, "waiting": groups[0]["waiting"] },
+                    { "name": "billing", "members": 1, "waiting": groups[1]["waiting"] },
+                ])
+        })
+        .await;
+        let out = ezmq(url, &["groups", &t]).await.ok();
+        assert!(
+            listed,
+            "audit with 2 members, billing with 1:\n{}",
+            out.stdout
+        );
+        assert!(out.stdout.starts_with("GROUP"), "{}", out.stdout);
+    }
+    for l in [&l1, &l2, &l3] {
+        l.stop(Duration::from_secs(5)).await;
+    }
+    a.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+    b.shutdown(Duration::from_secs(5)).await.expect("shutdown");
+}
+
+/// `cron list` shows a running crontab, then the tick it ran.
+pub async fn cron_list(url: &str, can_list: bool) {
+    let name = topic("cron");
+    let client = ezmq::connect_url(url).await.expect("connect");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    client
+        .add_crontab(
+            &name,
+            "* * * * * *",
+            move |tick: chrono::DateTime<chrono::Utc>| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(tick);
+                    Ok::<(), std::io::Error>(())
+                }
+            },
+        )
+        .await
+        .expect("crontab");
+    if !can_list {
+        let out = ezmq(url, &["cron", "list"]).await.expect_code(4);
+        assert!(out.stderr.contains("capability missing"), "{}", out.stderr);
+        client
+            .shutdown(Duration::from_secs(5))
+            .await
+            .expect("shutdown");
+        return;
+    }
+    let ran = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("a tick in time")
+        .expect("a tick");
+    let listed = eventually(Duration::from_secs(10), || async {
+        let all = ezmq(url, &["--json", "cron", "list"]).await.ok().json();
+        all.as_array().is_some_and(|all| {
+            all.iter().any(|c| {
+                c["name"] == name.as_str()
+                    && c["spec"] == "* * * * * *"
+                    && c["timezone"] == "UTC"
+                    && c["last_tick"].as_str().is_some_and(|t| {
+                        chrono::DateTime::parse_from_rfc3339(t).is_ok_and(|t| t >= ran)
+                    })
+                    && c["next_tick"].is_string()
+                    && c["participants"].as_array().is_some_and(|p| p.len() == 1)
+            })
+        })
+    })
+    .await;
+    let out = ezmq(url, &["cron", "list"]).await.ok();
+    assert!(listed, "{name} listed with its last tick:\n{}", out.stdout);
+    assert!(out.stdout.contains(&name), "{}", out.stdout);
+    client
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+}

@@ -1,0 +1,427 @@
+//! The crontab registry in the broker, built on capability traits only:
+//! what `ezmq cron list` reads.
+//!
+//! Every scheduler announces its crontab on the internal topic
+//! `__ezmq|cron-registry` (see [`registry_topic`]): a small JSON
+//! [`CrontabAnnouncement`] with the crontab's name, expression, time zone,
+//! the last tick this participant ran, the next tick, and an expiry (the
+//! message's ttl too). It announces when it starts, after every tick it
+//! won, and again when its last announcement is half way to expiring,
+//! from its own task ([`Announcer::run`]) so that the broker never delays a
+//! tick.
+//! Readers [`Peek`](ezmq_core::spi::Peek) the topic (nothing is consumed)
+//! and merge the announcements per crontab ([`announced_crontabs`]).
+//!
+//! The topic stays small: about once a minute a participant compacts it —
+//! it receives every announcement (the core `receive`), publishes again the
+//! newest unexpired one of each participant and crontab, then acknowledges
+//! what it received. A reader that peeks during those few milliseconds may
+//! miss a crontab; an interrupted compaction loses nothing (the broker
+//! redelivers what was not acknowledged, and duplicates merge).
+//!
+//! Announcing is best effort: a failure is logged, never fails a tick.
+//! Backends without peek (RabbitMQ) skip it, as nobody could read it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use chrono::{DateTime, Utc};
+use ezmq_core::spi::{Backend, Capability, Source};
+use ezmq_core::{Error, MqClient, PushOptions, Result, Topic};
+use serde::{Deserialize, Serialize};
+use tokio::sync::{watch, Mutex};
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::spec::CronSpec;
+use crate::timing::MIN_HOLD;
+use crate::Tz;
+
+/// The kind of the registry's internal topic name.
+const REGISTRY_KIND: &str = "cron-registry";
+/// Announcements read per peek by [`announced_crontabs`].
+const READ_LIMIT: usize = 10_000;
+/// Shortest life of an announcement.
+const MIN_TTL: Duration = Duration::from_secs(10 * 60);
+/// Longest life of an announcement.
+const MAX_TTL: Duration = Duration::from_secs(45 * 24 * 3600);
+/// How often one participant compacts the registry at most.
+const COMPACT_EVERY: Duration = Duration::from_secs(60);
+/// Announcements received per call while compacting.
+const COMPACT_BATCH: usize = 500;
+/// Longest an announcement or a compaction may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The internal topic every crontab announces itself on.
+pub fn registry_topic() -> Result<Topic> {
+    Topic::internal(REGISTRY_KIND, &[])
+}
+
+/// One participant's announcement of one crontab.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CrontabAnnouncement {
+    /// The crontab's name.
+    pub name: String,
+    /// Its cron expression.
+    pub spec: String,
+    /// Its time zone (IANA name).
+    pub timezone: String,
+    /// Who announced: `host/pid` of the participant.
+    pub participant: String,
+    /// The last tick this participant ran, in Unix milliseconds.
+    #[serde(default)]
+    pub last_tick_ms: Option<i64>,
+    /// When it announced, in Unix milliseconds.
+    pub announced_at_ms: i64,
+    /// When the announcement expires, in Unix milliseconds.
+    pub expires_at_ms: i64,
+}
+
+/// A crontab as the registry shows it: its announcements merged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CrontabStatus {
+    /// The crontab's name.
+    pub name: String,
+    /// Its cron expression (from the newest announcement).
+    pub spec: String,
+    /// Its time zone (IANA name).
+    pub timezone: String,
+    /// The last tick any participant announced running.
+    pub last_tick: Option<DateTime<Utc>>,
+    /// The participant that ran it.
+    pub last_tick_by: Option<String>,
+    /// The next tick after now, from the expression.
+    pub next_tick: Option<DateTime<Utc>>,
+    /// Participants with an unexpired announcement, sorted.
+    pub participants: Vec<String>,
+}
+
+/// The crontabs announced on `client`'s broker, sorted by name.
+///
+/// Fails with [`Error::Unsupported`] on a backend without
+/// [`Capability::Peek`].
+pub async fn announced_crontabs<C: MqClient + ?Sized>(client: &C) -> Result<Vec<CrontabStatus>> {
+    let runtime = client.runtime();
+    runtime.require(Capability::Peek)?;
+    let peek = runtime
+        .backend()
+        .peek()
+        .ok_or_else(|| runtime.unsupported(Capability::Peek))?;
+    let jobs = peek.peek(&registry_topic()?, READ_LIMIT).await?;
+    let announcements = jobs.iter().filter_map(|job| job.json().ok()).collect();
+    Ok(merge(announcements, now_ms(), Utc::now()))
+}
+
+/// Merges unexpired announcements per crontab.
+fn merge(
+    announcements: Vec<CrontabAnnouncement>,
+    now_ms: i64,
+    now: DateTime<Utc>,
+) -> Vec<CrontabStatus> {
+    let mut by_name: BTreeMap<String, Vec<CrontabAnnouncement>> = BTreeMap::new();
+    for a in announcements
+        .into_iter()
+        .filter(|a| a.expires_at_ms > now_ms)
+    {
+        by_name.entry(a.name.clone()).or_default().push(a);
+    }
+    by_name
+        .into_iter()
+        .filter_map(|(name, list)| {
+            let newest = list.iter().max_by_key(|a| a.announced_at_ms)?;
+            let last = list
+                .iter()
+                .filter_map(|a| a.last_tick_ms.map(|t| (t, &a.participant)))
+                .max_by_key(|(t, _)| *t);
+            let mut participants: Vec<String> =
+                list.iter().map(|a| a.participant.clone()).collect();
+            participants.sort();
+            participants.dedup();
+            Some(CrontabStatus {
+                spec: newest.spec.clone(),
+                timezone: newest.timezone.clone(),
+                next_tick: Tz::from_str(&newest.timezone)
+                    .ok()
+                    .and_then(|tz| CronSpec::parse(&newest.spec, tz).ok())
+                    .and_then(|spec| spec.next_after(now)),
+                last_tick: last.and_then(|(t, _)| DateTime::from_timestamp_millis(t)),
+                last_tick_by: last.map(|(_, p)| p.clone()),
+                participants,
+                name,
+            })
+        })
+        .collect()
+}
+
+/// One scheduler's announcer.
+#[derive(Debug)]
+pub(crate) struct Announcer {
+    backend: Arc<dyn Backend>,
+    name: Arc<str>,
+    spec: Arc<CronSpec>,
+    timezone: Tz,
+    participant: String,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    last_tick_ms: Option<i64>,
+    /// When this participant last compacted the registry.
+    compacted_at: Option<tokio::time::Instant>,
+}
+
+impl Announcer {
+    pub(crate) fn new(
+        backend: Arc<dyn Backend>,
+        name: Arc<str>,
+        spec: Arc<CronSpec>,
+        timezone: Tz,
+    ) -> Self {
+        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
+        Announcer {
+            backend,
+            name,
+            spec,
+            timezone,
+            participant: format!("{host}/{}", std::process::id()),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Announces until `cancel`: at once, after each tick the scheduler
+    /// reports on `ran` (the tick it won), and when the last announcement is
+    /// half way to expiring.
+    pub(crate) async fn run(
+        self,
+        cancel: CancellationToken,
+        mut ran: watch::Receiver<Option<DateTime<Utc>>>,
+    ) {
+        if !self.backend.capabilities().has(Capability::Peek) {
+            return;
+        }
+        let mut tick = None;
+        loop {
+            let ttl = self.ttl();
+            self.announce(tick.take(), ttl).await;
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                changed = ran.changed() => match changed {
+                    Ok(()) => tick = *ran.borrow_and_update(),
+                    Err(_) => return,
+                },
+                _ = tokio::time::sleep(ttl / 2) => {}
+            }
+        }
+    }
+
+    /// How long an announcement lives: two periods and a minute, at least
+    /// [`MIN_TTL`], at most [`MAX_TTL`].
+    fn ttl(&self) -> Duration {
+        let period = self
+            .spec
+            .next_after(Utc::now())
+            .and_then(|next| self.spec.gap_after(next))
+            .unwrap_or(MIN_HOLD);
+        (period * 2 + Duration::from_secs(60)).clamp(MIN_TTL, MAX_TTL)
+    }
+
+    /// Publishes an announcement (with `ran` as this participant's last
+    /// tick when given); compacts the registry about once a minute. Never
+    /// fails: problems are logged.
+    async fn announce(&self, ran: Option<DateTime<Utc>>, ttl: Duration) {
+        let mut state = self.state.lock().await;
+        let now = now_ms();
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        if let Some(tick) = ran {
+            state.last_tick_ms = Some(tick.timestamp_millis());
+        }
+        let announcement = CrontabAnnouncement {
+            name: self.name.to_string(),
+            spec: self.spec.source().to_owned(),
+            timezone: self.timezone.name().to_owned(),
+            participant: self.participant.clone(),
+            last_tick_ms: state.last_tick_ms,
+            announced_at_ms: now,
+            expires_at_ms: now.saturating_add(ttl_ms),
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, self.publish(&announcement, ttl)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => debug!(cron = %self.name, cause = %e, "could not announce the crontab"),
+            Err(_) => debug!(cron = %self.name, "announcing the crontab timed out"),
+        }
+        if state
+            .compacted_at
+            .is_none_or(|at| at.elapsed() >= COMPACT_EVERY)
+        {
+            state.compacted_at = Some(tokio::time::Instant::now());
+            match tokio::time::timeout(CALL_TIMEOUT, self.compact()).await {
+                Ok(Ok(n)) => debug!(cron = %self.name, kept = n, "compacted the crontab registry"),
+                Ok(Err(e)) => {
+                    debug!(cron = %self.name, cause = %e, "could not compact the crontab registry")
+                }
+                Err(_) => debug!(cron = %self.name, "compacting the crontab registry timed out"),
+            }
+        }
+    }
+
+    async fn publish(&self, announcement: &CrontabAnnouncement, ttl: Duration) -> Result<()> {
+        let body = serde_json::to_vec(announcement)?;
+        let options = PushOptions::default().with_ttl(ttl);
+        self.backend
+            .publish(&registry_topic()?, body.into(), &options)
+            .await
+            .map(drop)
+    }
+
+    /// Takes every announcement, publishes again the newest unexpired one
+    /// per participant and crontab, acknowledges the rest. Returns how many
+    /// were kept.
+    async fn compact(&self) -> Result<usize> {
+        let topic = registry_topic()?;
+        let source = Source::Topic(topic.clone());
+        let now = now_ms();
+        let mut newest: HashMap<(String, String), CrontabAnnouncement> = HashMap::new();
+        let mut handles = Vec::new();
+        loop {
+            let batch = self
+                .backend
+                .receive(&source, COMPACT_BATCH, Duration::ZERO)
+                .await?;
+            if batch.is_empty() {
+                break;
+            }
+            for delivery in batch {
+                if let Ok(a) = delivery.job.json::<CrontabAnnouncement>() {
+                    if a.expires_at_ms > now {
+                        let key = (a.name.clone(), a.participant.clone());
+                        match newest.get(&key) {
+                            Some(kept) if kept.announced_at_ms >= a.announced_at_ms => {}
+                            _ => {
+                                newest.insert(key, a);
+                            }
+                        }
+                    }
+                }
+                handles.push(delivery.handle);
+            }
+        }
+        let kept = newest.len();
+        let republished = async {
+            for a in newest.values() {
+                let left = u64::try_from(a.expires_at_ms - now).unwrap_or(0).max(1);
+                self.publish(a, Duration::from_millis(left)).await?;
+            }
+            Ok::<(), Error>(())
+        }
+        .await;
+        if let Err(e) = republished {
+            // Nothing is dropped: what was received goes back.
+            release_all(&handles).await;
+            return Err(e);
+        }
+        self.backend.ack_batch(&handles).await?;
+        Ok(kept)
+    }
+}
+
+async fn release_all(handles: &[ezmq_core::spi::DeliveryHandle]) {
+    for handle in handles {
+        let _ = handle.release().await;
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(name: &str, who: &str, last: Option<i64>, at: i64, expires: i64) -> CrontabAnnouncement {
+        CrontabAnnouncement {
+            name: name.into(),
+            spec: "0 * * * * *".into(),
+            timezone: "UTC".into(),
+            participant: who.into(),
+            last_tick_ms: last,
+            announced_at_ms: at,
+            expires_at_ms: expires,
+        }
+    }
+
+    #[test]
+    fn merges_per_crontab_and_drops_expired() {
+        let now = Utc::now();
+        let list = vec![
+            a("report", "h/1", Some(1_000), 10, 500),
+            a("report", "h/2", Some(2_000), 20, 500),
+            a("report", "h/2", None, 5, 500),
+            a("gone", "h/1", Some(1), 1, 50),
+        ];
+        let merged = merge(list, 100, now);
+        assert_eq!(merged.len(), 1);
+        let r = &merged[0];
+        assert_eq!(r.name, "report");
+        assert_eq!(r.participants, ["h/1", "h/2"]);
+        assert_eq!(r.last_tick.map(|t| t.timestamp_millis()), Some(2_000));
+        assert_eq!(r.last_tick_by.as_deref(), Some("h/2"));
+        assert!(r.next_tick.is_some_and(|t| t > now));
+    }
+
+    #[tokio::test]
+    async fn compaction_keeps_the_newest_unexpired_announcement_per_participant() {
+        use ezmq_core::MqClient;
+        let broker = ezmq_test_support::TestBroker::start().await;
+        let client = broker.client().await;
+        let backend = Arc::clone(client.runtime().backend());
+        let name = broker.unique_topic("compact");
+        let spec = Arc::new(CronSpec::parse("0 * * * * *", Tz::UTC).unwrap());
+        let announcer = Announcer::new(
+            Arc::clone(&backend),
+            Arc::from(name.as_str()),
+            spec,
+            Tz::UTC,
+        );
+        let now = now_ms();
+        for (who, at, expires) in [
+            ("h/1", now - 3, now + 60_000),
+            ("h/1", now - 1, now + 60_000),
+            ("h/1", now - 2, now + 60_000),
+            ("h/2", now - 5, now - 1),
+        ] {
+            let mut a = a(&name, who, Some(at), at, expires);
+            a.spec = "0 * * * * *".into();
+            announcer
+                .publish(&a, Duration::from_secs(60))
+                .await
+                .unwrap();
+        }
+        announcer.compact().await.unwrap();
+        let peek = backend.peek().unwrap();
+        let left: Vec<CrontabAnnouncement> = peek
+            .peek(&registry_topic().unwrap(), 1000)
+            .await
+            .unwrap()
+            .iter()
+            .filter_map(|j| j.json::<CrontabAnnouncement>().ok())
+            .filter(|a| a.name == name)
+            .collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(left[0].participant, "h/1");
+        assert_eq!(left[0].announced_at_ms, now - 1);
+        client.shutdown(Duration::from_secs(5)).await.unwrap();
+    }
+
+    #[test]
+    fn the_registry_topic_is_internal() {
+        assert!(registry_topic().unwrap().is_internal());
+    }
+}

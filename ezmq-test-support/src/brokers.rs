@@ -1,0 +1,41 @@
+//! The skip/require rule for tests of any backend: a test whose broker does
+//! not answer prints `skipped: no broker at URL` and passes, unless
+//! `EZMQ_REQUIRE_BROKERS` names its backend (or is `all`).
+
+use std::fmt::Display;
+
+/// The environment variable naming the backends whose broker must answer:
+/// comma separated (`disque,redis,rabbitmq`) or `all`.
+pub const REQUIRE_ENV: &str = "EZMQ_REQUIRE_BROKERS";
+
+/// The Redis the tests use: `EZMQ_TEST_REDIS_URL`, default
+/// `redis://127.0.0.1:6379`.
+pub fn redis_url() -> String {
+    std::env::var("EZMQ_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".to_owned())
+}
+
+/// The RabbitMQ the tests use: `EZMQ_TEST_AMQP_URL`, default
+/// `amqp://guest:guest@127.0.0.1:5672/%2f`.
+pub fn amqp_url() -> String {
+    std::env::var("EZMQ_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
+}
+
+/// True when [`REQUIRE_ENV`] names `backend` (case-insensitive) or `all`.
+pub fn broker_required(backend: &str) -> bool {
+    std::env::var(REQUIRE_ENV).is_ok_and(|v| {
+        v.split(',')
+            .map(str::trim)
+            .any(|b| b.eq_ignore_ascii_case(backend) || b.eq_ignore_ascii_case("all"))
+    })
+}
+
+/// Called when the broker of `backend` at `url` did not answer: panics
+/// when it is required, otherwise prints `skipped: no broker at URL` (the
+/// test then returns and passes).
+pub fn skip_or_require(backend: &str, url: &str, cause: &dyn Display) {
+    if broker_required(backend) {
+        panic!("{REQUIRE_ENV} names {backend} but {url} does not answer: {cause}");
+    }
+    println!("skipped: no broker at {url}");
+}
