@@ -83,10 +83,8 @@ impl MqClient for Client {
         let topic = Topic::new(topic)?;
         self.runtime.ensure_open()?;
         self.runtime.check_payload(&body)?;
-        self.runtime
-            .backend()
-            .publish(&topic, body, &PushOptions::default())
-            .await
+        let (telemetry, backend) = (self.runtime.telemetry(), &**self.runtime.backend());
+        crate::telemetry::publish(telemetry, backend, &topic, body, &PushOptions::default()).await
     }
 
     async fn push_with(&self, topic: &str, body: Bytes, options: PushOptions) -> Result<JobId> {

@@ -22,6 +22,7 @@ mod listener;
 mod mq_client;
 mod push_options;
 pub mod spi;
+pub mod telemetry;
 mod topic;
 
 pub use client::{Client, ClientConfig};

@@ -9,11 +9,13 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 
+use crate::consume_options::ConsumeOptions;
 use crate::handler::Permanent;
 use crate::hooks::FailedAttempt;
 use crate::job::Job;
 use crate::push_options::PushOptions;
 use crate::spi::{Delivery, DeliveryHandle};
+use crate::telemetry::Settle;
 
 use super::dead_letter::DeadLetterRecord;
 use super::{backoff, Ctx};
@@ -30,7 +32,7 @@ enum Outcome {
 }
 
 /// Runs the delivered job holding `slot`, then settles it with the broker.
-/// Runs inside the job's span.
+/// Runs inside the job's `process` span.
 pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaphorePermit) {
     let Delivery { job, handle } = delivery;
     if ctx.options.at_most_once {
@@ -41,10 +43,12 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
         }
     }
     let attempt = job.attempt();
+    let processing = ctx.telemetry.start();
     let outcome = {
         let _running = ctx.control.track_in_flight();
         run_handler(&ctx, &job, &handle).await
     };
+    processing.finish(settle_of(&outcome, attempt, &ctx.options));
     if ctx.options.at_most_once {
         if let Outcome::Failed { message, .. } = outcome {
             tracing::error!(cause = %message, "job failed; not retried (at most once)");
@@ -247,5 +251,22 @@ async fn dead_letter(
 async fn release(handle: &DeliveryHandle) {
     if let Err(err) = handle.release().await {
         tracing::warn!(cause = %err, "could not give the job back; the broker redelivers it when its lease ends");
+    }
+}
+
+/// How `outcome` settles the job, for telemetry (the same decision as
+/// [`run_job`]'s).
+fn settle_of(outcome: &Outcome, attempt: u32, options: &ConsumeOptions) -> Settle {
+    match outcome {
+        Outcome::Done if options.at_most_once => Settle::Taken { failed: false },
+        Outcome::Failed { .. } if options.at_most_once => Settle::Taken { failed: true },
+        Outcome::Done => Settle::Ack,
+        Outcome::Aborted => Settle::Release,
+        Outcome::Failed { permanent, .. } if *permanent || attempt >= options.max_attempts => {
+            Settle::DeadLetter {
+                permanent: *permanent,
+            }
+        }
+        Outcome::Failed { .. } => Settle::Retry,
     }
 }

@@ -11,7 +11,7 @@
 //!   job its slot;
 //! - a job's slot is freed once its ACK is answered, so the broker never
 //!   holds more unacknowledged jobs of a listener than its concurrency;
-//! - each job runs its handler in a `job` span with lease extensions for
+//! - each job runs its handler in a `process` span with lease extensions for
 //!   long handlers (where the broker has leases) and panic capture; success
 //!   ACKs, failure hands the job back through its delivery handle to come
 //!   again after the backoff (the slot is held until the broker took it
@@ -129,6 +129,8 @@ pub(crate) struct Ctx {
     /// Extends the leases of long-running jobs; `None` on brokers without
     /// leases.
     heartbeats: Option<Arc<heartbeat::Heartbeats>>,
+    /// Metric handles.
+    telemetry: crate::telemetry::ListenerTelemetry,
 }
 
 /// Starts a listener on `source` owned by `runtime` (options already
@@ -149,6 +151,7 @@ pub(crate) fn start(
         .has(Capability::LeaseExtension)
         .then(|| Arc::new(heartbeat::Heartbeats::new(options.heartbeat_after)));
     let ctx = Arc::new(Ctx {
+        telemetry: crate::telemetry::ListenerTelemetry::new(backend.name(), &source),
         backend,
         source: source.clone(),
         handler,

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::spi::Delivery;
+use crate::telemetry;
 
 use super::acker::{self, AckQueue};
 use super::backoff::FetchBackoff;
@@ -144,13 +145,7 @@ async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedS
             excess.push(delivery);
             continue;
         };
-        let span = tracing::info_span!(
-            "job",
-            topic = %ctx.source.topic(),
-            group = ctx.source.group().map(tracing::field::display),
-            job_id = %delivery.job.id(),
-            attempt = delivery.job.attempt(),
-        );
+        let span = telemetry::process_span(ctx.backend.name(), &ctx.source, &delivery.job);
         ctx.jobs
             .spawn(execution::run_job(Arc::clone(ctx), delivery, permit).instrument(span));
     }

@@ -19,6 +19,7 @@ use crate::handler::Handler;
 use crate::job::JobId;
 use crate::listener::{self, ListenerHandle};
 use crate::push_options::PushOptions;
+use crate::telemetry::{self, Telemetry};
 use crate::topic::Topic;
 
 use super::backend::Backend;
@@ -40,6 +41,7 @@ pub struct Runtime {
     closed: AtomicBool,
     extensions: Extensions,
     listeners: listener::Registry,
+    telemetry: Telemetry,
 }
 
 impl Drop for Runtime {
@@ -62,6 +64,7 @@ impl fmt::Debug for Runtime {
 impl Runtime {
     pub(crate) fn new(backend: Arc<dyn Backend>, config: ClientConfig) -> Self {
         Runtime {
+            telemetry: Telemetry::new(backend.name()),
             backend,
             config,
             shutdown: CancellationToken::new(),
@@ -75,6 +78,11 @@ impl Runtime {
     /// The backend.
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
+    }
+
+    /// The client's metric handles (see [`telemetry`](crate::telemetry)).
+    pub fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
     }
 
     /// The client's settings.
@@ -197,7 +205,7 @@ impl Runtime {
         options: &PushOptions,
     ) -> Result<JobId> {
         self.check_push(&body, options)?;
-        self.backend.publish(topic, body, options).await
+        telemetry::publish(&self.telemetry, &*self.backend, topic, body, options).await
     }
 
     /// Starts a listener on `source` (a possibly internal topic, or a

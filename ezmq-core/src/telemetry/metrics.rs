@@ -1,0 +1,307 @@
+//! Metric handles, registered once and reused.
+//!
+//! Building a metric key allocates (its labels), so nothing on a hot path
+//! goes through the `metrics` macros: a listener registers its handles when
+//! it starts, a client the handles of a topic the first time it pushes to
+//! it. Each later update is one call on a handle, an atomic add with a
+//! typical recorder and nothing at all without one.
+//!
+//! So the recorder must be installed before the client connects (or at
+//! least before the listeners start and the first push of each topic):
+//! handles taken with no recorder stay no-ops.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Instant;
+
+use metrics::{Counter, Gauge, Histogram, Label};
+use tracing::Span;
+
+use crate::spi::Source;
+use crate::topic::Topic;
+
+use super::names;
+use super::spans::record_error;
+
+fn base_labels(system: &'static str, topic: &Topic) -> Vec<Label> {
+    vec![
+        Label::new(names::SYSTEM, system),
+        Label::new(names::DESTINATION, topic.as_str().to_owned()),
+    ]
+}
+
+fn with(mut labels: Vec<Label>, key: &'static str, value: &'static str) -> Vec<Label> {
+    labels.push(Label::new(key, value));
+    labels
+}
+
+/// The handles of one topic's pushes.
+#[derive(Debug)]
+pub(crate) struct SendHandles {
+    sent: Counter,
+    duration: Histogram,
+}
+
+/// Metric handles a client shares between its clones: per pushed topic,
+/// and per feature-crate histogram and topic. Reached through
+/// [`Runtime::telemetry`](crate::spi::Runtime::telemetry).
+pub struct Telemetry {
+    system: &'static str,
+    send: RwLock<HashMap<Topic, Arc<SendHandles>>>,
+    histograms: RwLock<HashMap<(&'static str, Topic), Histogram>>,
+}
+
+impl fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("system", &self.system)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Telemetry {
+    /// Handles for a client of backend `system`.
+    pub(crate) fn new(system: &'static str) -> Self {
+        Telemetry {
+            system,
+            send: RwLock::default(),
+            histograms: RwLock::default(),
+        }
+    }
+
+    /// The broker's name (`messaging.system`).
+    pub fn system(&self) -> &'static str {
+        self.system
+    }
+
+    /// Histogram `name` of `topic`, labelled `messaging.system` and
+    /// `messaging.destination.name`; registered on first use, then cached.
+    pub fn histogram(&self, name: &'static str, topic: &Topic) -> Histogram {
+        let key = (name, topic.clone());
+        if let Some(h) = self
+            .histograms
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return h.clone();
+        }
+        let h = metrics::histogram!(name, base_labels(self.system, topic));
+        self.histograms
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key)
+            .or_insert(h)
+            .clone()
+    }
+
+    /// Records a push that the broker confirmed after `started`.
+    pub(crate) fn sent(&self, topic: &Topic, started: Instant) {
+        let handles = self.send_handles(topic);
+        handles.sent.increment(1);
+        handles.duration.record(started.elapsed().as_secs_f64());
+    }
+
+    /// Records a push that failed with `error_type` after `started` (a
+    /// rare path: it registers its handles each time).
+    pub(crate) fn send_failed(&self, topic: &Topic, started: Instant, error_type: &'static str) {
+        let labels = with(
+            base_labels(self.system, topic),
+            names::ERROR_TYPE,
+            error_type,
+        );
+        metrics::counter!(names::SENT_MESSAGES, labels.clone()).increment(1);
+        let labels = with(labels, names::OPERATION_NAME, "send");
+        metrics::histogram!(names::OPERATION_DURATION, labels)
+            .record(started.elapsed().as_secs_f64());
+    }
+
+    fn send_handles(&self, topic: &Topic) -> Arc<SendHandles> {
+        if let Some(h) = self
+            .send
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(topic)
+        {
+            return Arc::clone(h);
+        }
+        let labels = base_labels(self.system, topic);
+        let handles = Arc::new(SendHandles {
+            sent: metrics::counter!(names::SENT_MESSAGES, labels.clone()),
+            duration: metrics::histogram!(
+                names::OPERATION_DURATION,
+                with(labels, names::OPERATION_NAME, "send")
+            ),
+        });
+        Arc::clone(
+            self.send
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(topic.clone())
+                .or_insert(handles),
+        )
+    }
+}
+
+/// How one delivery attempt was settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Settle {
+    /// Succeeded: acknowledged.
+    Ack,
+    /// Failed: handed back to come again after a backoff.
+    Retry,
+    /// Failed for good: dead-lettered (or dropped with `DeadLetter::Drop`).
+    DeadLetter {
+        /// The handler said the error is permanent.
+        permanent: bool,
+    },
+    /// Aborted at the end of a stop's grace period and given back.
+    Release,
+    /// At most once: settled before it ran; `failed` says how it ended.
+    Taken {
+        /// The handler failed (the job is not retried).
+        failed: bool,
+    },
+}
+
+impl Settle {
+    fn action(self) -> &'static str {
+        match self {
+            Settle::Ack | Settle::Taken { .. } => "ack",
+            Settle::Retry => "retry",
+            Settle::DeadLetter { .. } => "dead_letter",
+            Settle::Release => "release",
+        }
+    }
+
+    fn error_type(self) -> Option<&'static str> {
+        match self {
+            Settle::Ack | Settle::Taken { failed: false } => None,
+            Settle::Retry | Settle::Taken { failed: true } => Some(names::ERROR_HANDLER),
+            Settle::DeadLetter { permanent: true } => Some(names::ERROR_PERMANENT),
+            Settle::DeadLetter { permanent: false } => Some(names::ERROR_HANDLER),
+            Settle::Release => Some(names::ERROR_ABORTED),
+        }
+    }
+}
+
+/// A listener's metric handles, registered when it starts.
+#[derive(Debug)]
+pub(crate) struct ListenerTelemetry {
+    consumed: Counter,
+    retried: Counter,
+    dead_lettered: Counter,
+    dead_lettered_permanent: Counter,
+    duration_ok: Histogram,
+    duration_failed: Histogram,
+    duration_permanent: Histogram,
+    duration_aborted: Histogram,
+    in_flight: Gauge,
+}
+
+impl ListenerTelemetry {
+    /// Registers the handles of a listener on `source` of backend `system`.
+    pub(crate) fn new(system: &'static str, source: &Source) -> Self {
+        let mut labels = base_labels(system, source.topic());
+        if let Some(group) = source.group() {
+            labels.push(Label::new(names::CONSUMER_GROUP, group.as_str().to_owned()));
+        }
+        let failed = |error_type| with(labels.clone(), names::ERROR_TYPE, error_type);
+        ListenerTelemetry {
+            consumed: metrics::counter!(names::CONSUMED_MESSAGES, labels.clone()),
+            retried: metrics::counter!(names::RETRIED_MESSAGES, failed(names::ERROR_HANDLER)),
+            dead_lettered: metrics::counter!(
+                names::DEAD_LETTERED_MESSAGES,
+                failed(names::ERROR_HANDLER)
+            ),
+            dead_lettered_permanent: metrics::counter!(
+                names::DEAD_LETTERED_MESSAGES,
+                failed(names::ERROR_PERMANENT)
+            ),
+            duration_ok: metrics::histogram!(names::PROCESS_DURATION, labels.clone()),
+            duration_failed: metrics::histogram!(
+                names::PROCESS_DURATION,
+                failed(names::ERROR_HANDLER)
+            ),
+            duration_permanent: metrics::histogram!(
+                names::PROCESS_DURATION,
+                failed(names::ERROR_PERMANENT)
+            ),
+            duration_aborted: metrics::histogram!(
+                names::PROCESS_DURATION,
+                failed(names::ERROR_ABORTED)
+            ),
+            in_flight: metrics::gauge!(names::IN_FLIGHT_HANDLERS, labels),
+        }
+    }
+
+    /// A handler starts: counts the message consumed and the handler in
+    /// flight until the returned guard is finished or dropped.
+    pub(crate) fn start(&self) -> Processing<'_> {
+        self.consumed.increment(1);
+        self.in_flight.increment(1.0);
+        Processing {
+            telemetry: self,
+            started: Instant::now(),
+        }
+    }
+}
+
+/// One handler run, from [`ListenerTelemetry::start`].
+#[derive(Debug)]
+pub(crate) struct Processing<'a> {
+    telemetry: &'a ListenerTelemetry,
+    started: Instant,
+}
+
+impl Processing<'_> {
+    /// The handler ended and the job is settled as `settle`: records the
+    /// duration and counters, marks the current (`process`) span failed
+    /// when it did, and emits a DEBUG `settle` event in it.
+    pub(crate) fn finish(self, settle: Settle) {
+        let t = self.telemetry;
+        let histogram = match settle {
+            Settle::Ack | Settle::Taken { failed: false } => &t.duration_ok,
+            Settle::Retry | Settle::Taken { failed: true } => &t.duration_failed,
+            Settle::DeadLetter { permanent: false } => &t.duration_failed,
+            Settle::DeadLetter { permanent: true } => &t.duration_permanent,
+            Settle::Release => &t.duration_aborted,
+        };
+        histogram.record(self.started.elapsed().as_secs_f64());
+        match settle {
+            Settle::Retry => t.retried.increment(1),
+            Settle::DeadLetter { permanent: false } => t.dead_lettered.increment(1),
+            Settle::DeadLetter { permanent: true } => t.dead_lettered_permanent.increment(1),
+            _ => {}
+        }
+        let action = settle.action();
+        if let Some(error_type) = settle.error_type() {
+            record_error(&Span::current(), error_type);
+        }
+        tracing::debug!(
+            "messaging.operation.type" = "settle",
+            "ezmq.settle.action" = action,
+            "settle: {action}"
+        );
+    }
+}
+
+impl Drop for Processing<'_> {
+    fn drop(&mut self) {
+        self.telemetry.in_flight.decrement(1.0);
+    }
+}
+
+/// Counts a cron tick of job `name`: `outcome` is `run`, `skipped` (the
+/// previous run still going, or the claim failed) or `missed` (the process
+/// was too late for it).
+pub fn cron_tick(system: &'static str, name: &str, outcome: &'static str) {
+    metrics::counter!(
+        names::CRON_TICKS,
+        names::SYSTEM => system,
+        names::CRON_NAME => name.to_owned(),
+        names::CRON_OUTCOME => outcome,
+    )
+    .increment(1);
+}

@@ -1,0 +1,382 @@
+//! Observability on every backend: a consumer's `process` span joins the
+//! producer's trace through the message headers, settle events are
+//! recorded in it, and each metric moves (one push → sent +1, one retry →
+//! retried +1, one dead letter → dead-lettered +1, ...).
+//!
+//! Each test runs on a current-thread runtime with a thread-local tracing
+//! subscriber and metrics recorder, so tests in this binary do not see
+//! each other's spans and metrics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ezmq::prelude::*;
+use ezmq::telemetry::names;
+use ezmq::{ConsumeOptions, Job, Permanent};
+use ezmq_disque_server::{EmbeddedDisque, ServerConfig};
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::MetricKind;
+use opentelemetry::trace::{SpanKind, TracerProvider as _};
+use opentelemetry::Value;
+use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use tokio::sync::mpsc;
+use tracing_subscriber::layer::SubscriberExt;
+
+const BOUND: Duration = Duration::from_secs(20);
+
+/// The client at `url`, or `None` (after printing the skip line) when no
+/// broker answers there and `EZMQ_REQUIRE_BROKERS` does not name `backend`.
+async fn connect(url: &str, backend: &str) -> Option<ezmq::Client> {
+    match ezmq::connect_url(url).await {
+        Ok(client) => Some(client),
+        Err(e) if e.is_connection_error() => {
+            let require = std::env::var(ezmq_conformance::REQUIRE_ENV).ok();
+            assert!(
+                !ezmq_conformance::is_required(backend, require.as_deref()),
+                "{} requires {backend}, but nothing answers at {url}: {e}",
+                ezmq_conformance::REQUIRE_ENV
+            );
+            println!("skipped: no broker at {url}");
+            None
+        }
+        Err(e) => panic!("connecting to {url}: {e}"),
+    }
+}
+
+fn unique(prefix: &str) -> String {
+    format!("obs-{prefix}-{}", uuid_like())
+}
+
+fn uuid_like() -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{:x}{:x}", nanos, std::process::id())
+}
+
+async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
+    tokio::time::timeout(BOUND, rx.recv())
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+        .unwrap_or_else(|| panic!("channel closed waiting for {what}"))
+}
+
+/// Everything the test observes, installed on this thread only.
+struct Observed {
+    exporter: InMemorySpanExporter,
+    provider: SdkTracerProvider,
+    snapshotter: Snapshotter,
+}
+
+impl Observed {
+    fn spans(&self) -> Vec<SpanData> {
+        self.exporter.get_finished_spans().expect("finished spans")
+    }
+
+    /// The metrics recorded so far (a snapshot drains the recorder: take
+    /// one, at the end).
+    fn metrics(&self) -> Metrics {
+        Metrics(self.snapshotter.snapshot().into_vec())
+    }
+}
+
+type Entry = (
+    metrics_util::CompositeKey,
+    Option<metrics::Unit>,
+    Option<metrics::SharedString>,
+    DebugValue,
+);
+
+/// One snapshot of the metrics.
+struct Metrics(Vec<Entry>);
+
+impl Metrics {
+    /// The value of metric `name` whose labels include `labels` (and no
+    /// `error.type` unless `labels` names one).
+    fn metric(&self, kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> Option<&DebugValue> {
+        self.0
+            .iter()
+            .find(|(key, _, _, _)| {
+                key.kind() == kind
+                    && key.key().name() == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| key.key().labels().any(|l| l.key() == *k && l.value() == *v))
+                    && (labels.iter().any(|(k, _)| *k == names::ERROR_TYPE)
+                        || !key.key().labels().any(|l| l.key() == names::ERROR_TYPE))
+            })
+            .map(|(_, _, _, value)| value)
+    }
+
+    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
+        match self.metric(MetricKind::Counter, name, labels) {
+            Some(DebugValue::Counter(n)) => *n,
+            None => 0,
+            other => panic!("{name}: not a counter: {other:?}"),
+        }
+    }
+
+    fn histogram_len(&self, name: &str, labels: &[(&str, &str)]) -> usize {
+        match self.metric(MetricKind::Histogram, name, labels) {
+            Some(DebugValue::Histogram(values)) => values.len(),
+            None => 0,
+            other => panic!("{name}: not a histogram: {other:?}"),
+        }
+    }
+}
+
+fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
+    span.attributes
+        .iter()
+        .find(|kv| kv.key.as_str() == key)
+        .map(|kv| &kv.value)
+}
+
+fn attr_str(span: &SpanData, key: &str) -> String {
+    attr(span, key)
+        .map(|v| v.as_str().into_owned())
+        .unwrap_or_default()
+}
+
+/// Runs the whole check against `url`.
+async fn check(url: &str, backend: &str) {
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::filter::LevelFilter::DEBUG)
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("observability-test")));
+    let _tracing = tracing::subscriber::set_default(subscriber);
+    let recorder = DebuggingRecorder::new();
+    let observed = Observed {
+        exporter,
+        provider,
+        snapshotter: recorder.snapshotter(),
+    };
+    let _metrics = metrics::set_default_local_recorder(&recorder);
+
+    let Some(client) = connect(url, backend).await else {
+        return;
+    };
+    let topic = unique("orders");
+    let dead_topic = format!("{topic}.dead-letter");
+
+    let (tx, mut rx) = mpsc::unbounded_channel::<(String, u32)>();
+    let seen = tx.clone();
+    client
+        .add_consume_listener_with(
+            &topic,
+            ConsumeOptions::new()
+                .with_max_attempts(2)
+                .with_backoff(Duration::from_millis(50), Duration::from_millis(100)),
+            move |job: Job| {
+                let seen = seen.clone();
+                async move {
+                    let body = String::from_utf8_lossy(job.body()).into_owned();
+                    let _ = seen.send((body.clone(), job.attempt()));
+                    match body.as_str() {
+                        "fail" => Err(Box::new(std::io::Error::other("boom")) as ezmq::BoxError),
+                        "permanent" => Err(Box::new(Permanent::new(std::io::Error::other("bad")))
+                            as ezmq::BoxError),
+                        _ => Ok(()),
+                    }
+                }
+            },
+        )
+        .await
+        .expect("listener");
+    let (dead_tx, mut dead_rx) = mpsc::unbounded_channel::<()>();
+    client
+        .add_consume_listener(&dead_topic, move |_job: Job| {
+            let dead_tx = dead_tx.clone();
+            async move {
+                let _ = dead_tx.send(());
+                Ok::<(), std::io::Error>(())
+            }
+        })
+        .await
+        .expect("dead-letter listener");
+
+    // One message in an application span: its trace must reach the handler.
+    let root = tracing::info_span!("checkout");
+    let root_trace = {
+        use opentelemetry::trace::TraceContextExt;
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        root.context().span().span_context().trace_id()
+    };
+    let ok_id = {
+        use tracing::Instrument;
+        client
+            .push(&topic, "ok".into())
+            .instrument(root.clone())
+            .await
+            .expect("push ok")
+    };
+    drop(root);
+    assert_eq!(recv(&mut rx, "ok").await, ("ok".to_owned(), 1));
+    client.push(&topic, "fail".into()).await.expect("push fail");
+    assert_eq!(recv(&mut rx, "fail #1").await, ("fail".to_owned(), 1));
+    assert_eq!(recv(&mut rx, "fail #2").await, ("fail".to_owned(), 2));
+    recv(&mut dead_rx, "the dead letter").await;
+    client
+        .push(&topic, "permanent".into())
+        .await
+        .expect("push permanent");
+    assert_eq!(
+        recv(&mut rx, "permanent").await,
+        ("permanent".to_owned(), 1)
+    );
+    recv(&mut dead_rx, "the permanent dead letter").await;
+    client
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+
+    // Spans: `send` is a producer span in the application's trace, and
+    // the consumer's `process` span is its child, across the broker.
+    let spans = observed.spans();
+    let _ = observed.provider.shutdown();
+    let named =
+        |name: String| -> Vec<&SpanData> { spans.iter().filter(|s| s.name == name).collect() };
+    let sends = named(format!("send {topic}"));
+    assert_eq!(
+        sends.len(),
+        3,
+        "one send span per push: {:#?}",
+        span_names(&spans)
+    );
+    let send_ok = sends
+        .iter()
+        .find(|s| s.span_context.trace_id() == root_trace)
+        .expect("the first push's send span is in the application's trace");
+    assert_eq!(send_ok.span_kind, SpanKind::Producer);
+    assert_eq!(attr_str(send_ok, names::SYSTEM), backend);
+    assert_eq!(attr_str(send_ok, names::DESTINATION), topic);
+    assert_eq!(attr_str(send_ok, names::OPERATION_TYPE), "send");
+    assert_eq!(attr_str(send_ok, names::MESSAGE_ID), ok_id.as_str());
+
+    let processes = named(format!("process {topic}"));
+    assert_eq!(processes.len(), 4, "ok, fail twice, permanent");
+    let process_ok = processes
+        .iter()
+        .find(|s| s.span_context.trace_id() == root_trace)
+        .expect("the consumer span carries the producer's trace id");
+    assert_eq!(process_ok.parent_span_id, send_ok.span_context.span_id());
+    assert!(process_ok.parent_span_is_remote);
+    assert_eq!(process_ok.span_kind, SpanKind::Consumer);
+    assert_eq!(attr_str(process_ok, names::SYSTEM), backend);
+    assert_eq!(attr_str(process_ok, names::OPERATION_TYPE), "process");
+    assert_eq!(attr_str(process_ok, names::MESSAGE_ID), ok_id.as_str());
+    assert_eq!(
+        attr(process_ok, names::DELIVERY_ATTEMPT).map(|v| v.to_string()),
+        Some("1".to_owned())
+    );
+    let events =
+        |s: &SpanData| -> Vec<String> { s.events.iter().map(|e| e.name.to_string()).collect() };
+    assert!(
+        events(process_ok).contains(&"settle: ack".to_owned()),
+        "{:?}",
+        events(process_ok)
+    );
+    // Each failing attempt is its own span in the trace of its own push.
+    let fail_send = sends
+        .iter()
+        .find(|s| s.span_context.trace_id() != root_trace)
+        .expect("another push");
+    let failing: Vec<_> = processes
+        .iter()
+        .filter(|s| attr_str(s, names::ERROR_TYPE) == names::ERROR_HANDLER)
+        .collect();
+    assert_eq!(failing.len(), 2, "two failed attempts");
+    for s in &failing {
+        assert_eq!(s.status, opentelemetry::trace::Status::error(""));
+        assert_ne!(s.span_context.trace_id(), root_trace);
+    }
+    let settles: Vec<String> = failing.iter().flat_map(|s| events(s)).collect();
+    assert!(settles.contains(&"settle: retry".to_owned()), "{settles:?}");
+    assert!(
+        settles.contains(&"settle: dead_letter".to_owned()),
+        "{settles:?}"
+    );
+    let _ = fail_send;
+    let permanent: Vec<_> = processes
+        .iter()
+        .filter(|s| attr_str(s, names::ERROR_TYPE) == names::ERROR_PERMANENT)
+        .collect();
+    assert_eq!(permanent.len(), 1);
+
+    // Metrics.
+    let observed = observed.metrics();
+    let topic_labels = [
+        (names::SYSTEM, backend),
+        (names::DESTINATION, topic.as_str()),
+    ];
+    assert_eq!(observed.counter(names::SENT_MESSAGES, &topic_labels), 3);
+    assert_eq!(observed.counter(names::CONSUMED_MESSAGES, &topic_labels), 4);
+    let handler_error = [
+        (names::DESTINATION, topic.as_str()),
+        (names::ERROR_TYPE, names::ERROR_HANDLER),
+    ];
+    let permanent_error = [
+        (names::DESTINATION, topic.as_str()),
+        (names::ERROR_TYPE, names::ERROR_PERMANENT),
+    ];
+    assert_eq!(observed.counter(names::RETRIED_MESSAGES, &handler_error), 1);
+    assert_eq!(
+        observed.counter(names::DEAD_LETTERED_MESSAGES, &handler_error),
+        1
+    );
+    assert_eq!(
+        observed.counter(names::DEAD_LETTERED_MESSAGES, &permanent_error),
+        1
+    );
+    assert_eq!(
+        observed.histogram_len(names::PROCESS_DURATION, &topic_labels),
+        1
+    );
+    assert_eq!(
+        observed.histogram_len(names::PROCESS_DURATION, &handler_error),
+        2
+    );
+    assert_eq!(
+        observed.histogram_len(names::OPERATION_DURATION, &topic_labels),
+        3
+    );
+    match observed.metric(MetricKind::Gauge, names::IN_FLIGHT_HANDLERS, &topic_labels) {
+        Some(DebugValue::Gauge(v)) => assert_eq!(v.into_inner(), 0.0, "every handler ended"),
+        other => panic!("in-flight gauge: {other:?}"),
+    }
+    // The dead letters themselves were pushed to the dead-letter topic and consumed there.
+    let dead_labels = [(names::DESTINATION, dead_topic.as_str())];
+    assert_eq!(observed.counter(names::CONSUMED_MESSAGES, &dead_labels), 2);
+}
+
+fn span_names(spans: &[SpanData]) -> Vec<String> {
+    spans.iter().map(|s| s.name.to_string()).collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn disque_embedded_traces_and_metrics() {
+    let server = EmbeddedDisque::start(ServerConfig::default().with_port(0))
+        .await
+        .expect("embedded server");
+    check(&format!("disque://{}", server.addr()), "disque").await;
+    drop(Arc::new(server));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn redis_traces_and_metrics() {
+    let url =
+        std::env::var("EZMQ_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    check(&url, "redis").await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn rabbitmq_traces_and_metrics() {
+    let url = std::env::var("EZMQ_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+    check(&url, "rabbitmq").await;
+}
