@@ -7,7 +7,6 @@
 //! subscriber and metrics recorder, so tests in this binary do not see
 //! each other's spans and metrics.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use ezmq::prelude::*;
@@ -44,16 +43,15 @@ async fn connect(url: &str, backend: &str) -> Option<ezmq::Client> {
 }
 
 fn unique(prefix: &str) -> String {
-    format!("obs-{prefix}-{}", uuid_like())
-}
-
-fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::{SystemTime, UNIX_EPOCH};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    format!("{:x}{:x}", nanos, std::process::id())
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("obs-{prefix}-{nanos:x}-{:x}-{n}", std::process::id())
 }
 
 async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
@@ -140,8 +138,13 @@ fn attr_str(span: &SpanData, key: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Runs the whole check against `url`.
-async fn check(url: &str, backend: &str) {
+/// Installs, on this thread, an OpenTelemetry layer exporting to memory
+/// and a debugging metrics recorder. Keep the guards alive.
+fn observe() -> (
+    Observed,
+    tracing::subscriber::DefaultGuard,
+    &'static DebuggingRecorder,
+) {
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
@@ -149,15 +152,21 @@ async fn check(url: &str, backend: &str) {
     let subscriber = tracing_subscriber::registry()
         .with(tracing_subscriber::filter::LevelFilter::DEBUG)
         .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("observability-test")));
-    let _tracing = tracing::subscriber::set_default(subscriber);
-    let recorder = DebuggingRecorder::new();
+    let guard = tracing::subscriber::set_default(subscriber);
+    // Leaked: the local-recorder guard borrows it for the whole test.
+    let recorder: &'static DebuggingRecorder = Box::leak(Box::new(DebuggingRecorder::new()));
     let observed = Observed {
         exporter,
         provider,
         snapshotter: recorder.snapshotter(),
     };
-    let _metrics = metrics::set_default_local_recorder(&recorder);
+    (observed, guard, recorder)
+}
 
+/// Push, consume, retry and dead letter against `url`.
+async fn check(url: &str, backend: &str) {
+    let (observed, _tracing, recorder) = observe();
+    let _metrics = metrics::set_default_local_recorder(recorder);
     let Some(client) = connect(url, backend).await else {
         return;
     };
@@ -364,7 +373,6 @@ async fn disque_embedded_traces_and_metrics() {
         .await
         .expect("embedded server");
     check(&format!("disque://{}", server.addr()), "disque").await;
-    drop(Arc::new(server));
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -376,7 +384,106 @@ async fn redis_traces_and_metrics() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn rabbitmq_traces_and_metrics() {
-    let url = std::env::var("EZMQ_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
-    check(&url, "rabbitmq").await;
+    check(&amqp_url(), "rabbitmq").await;
+}
+
+/// A cron tick and a request-reply call against `url`.
+async fn check_cron_and_request(url: &str, backend: &str) {
+    let (observed, _tracing, recorder) = observe();
+    let _metrics = metrics::set_default_local_recorder(recorder);
+    let Some(client) = connect(url, backend).await else {
+        return;
+    };
+    let cron = unique("tick");
+    let (tick_tx, mut ticks) = mpsc::unbounded_channel::<()>();
+    client
+        .add_crontab(&cron, "* * * * * *", move |_tick| {
+            let tick_tx = tick_tx.clone();
+            async move {
+                let _ = tick_tx.send(());
+                Ok::<(), std::io::Error>(())
+            }
+        })
+        .await
+        .expect("crontab");
+    let topic = unique("price");
+    client
+        .add_reply_listener(&topic, |request: ezmq::request_reply::Request| async move {
+            Ok::<_, std::io::Error>(request.body().clone())
+        })
+        .await
+        .expect("reply listener");
+    let reply = client
+        .request(&topic, "42".into(), Duration::from_secs(10))
+        .await
+        .expect("reply");
+    assert_eq!(&reply.body()[..], b"42");
+    recv(&mut ticks, "a cron tick").await;
+    client
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+
+    let spans = observed.spans();
+    let _ = observed.provider.shutdown();
+    let one = |name: String| -> &SpanData {
+        spans
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no span {name}: {:#?}", span_names(&spans)))
+    };
+    let request = one(format!("request {topic}"));
+    assert_eq!(request.span_kind, SpanKind::Client);
+    let send = one(format!("send {topic}"));
+    let process = one(format!("process {topic}"));
+    assert_eq!(send.parent_span_id, request.span_context.span_id());
+    assert_eq!(process.parent_span_id, send.span_context.span_id());
+    assert_eq!(
+        process.span_context.trace_id(),
+        request.span_context.trace_id()
+    );
+    let tick = one(format!("cron {cron}"));
+    assert_eq!(attr_str(tick, names::SYSTEM), backend);
+
+    let metrics = observed.metrics();
+    let topic_labels = [
+        (names::SYSTEM, backend),
+        (names::DESTINATION, topic.as_str()),
+    ];
+    assert_eq!(
+        metrics.histogram_len(names::REQUEST_DURATION, &topic_labels),
+        1
+    );
+    let run = [
+        (names::CRON_NAME, cron.as_str()),
+        (names::CRON_OUTCOME, "run"),
+    ];
+    assert!(metrics.counter(names::CRON_TICKS, &run) >= 1, "a tick ran");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn disque_embedded_cron_and_request_spans() {
+    let server = EmbeddedDisque::start(ServerConfig::default().with_port(0))
+        .await
+        .expect("embedded server");
+    check_cron_and_request(&format!("disque://{}", server.addr()), "disque").await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn redis_cron_and_request_spans() {
+    check_cron_and_request(&redis_url(), "redis").await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn rabbitmq_cron_and_request_spans() {
+    check_cron_and_request(&amqp_url(), "rabbitmq").await;
+}
+
+fn redis_url() -> String {
+    std::env::var("EZMQ_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+fn amqp_url() -> String {
+    std::env::var("EZMQ_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }

@@ -125,6 +125,7 @@ mod options;
 mod registry;
 mod scheduler;
 mod spec;
+mod telemetry;
 mod timing;
 
 pub use announce::{announced_crontabs, registry_topic, CrontabAnnouncement, CrontabStatus};

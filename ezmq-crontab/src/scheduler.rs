@@ -13,10 +13,11 @@ use ezmq_core::spi::{Backend, Capability};
 use ezmq_core::{BoxError, Error, Topic};
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::{CancellationToken, DropGuard};
-use tracing::{debug, error, info, info_span, warn, Instrument, Span};
+use tracing::{debug, error, info, warn, Instrument, Span};
 
 use crate::options::{CrontabOptions, MissedTicks};
 use crate::spec::CronSpec;
+use crate::telemetry::{self, tick_span, LOST, MISSED, RUN, SKIPPED};
 use crate::timing::{claim_hold, claim_window, MIN_HOLD};
 
 /// The `kind` of the internal claim topics: `__ezmq|cron|<name>|<unix secs>`.
@@ -96,12 +97,13 @@ impl Scheduler {
             let period = self.spec.gap_after(tick).unwrap_or(MIN_HOLD);
             let window = claim_window(period);
             let deadline = tick + to_chrono(window);
-            let span = info_span!("cron_tick", cron = %self.name, tick = %tick);
+            let span = tick_span(self.backend.name(), &self.name, tick);
             let now = Utc::now();
             if now > deadline {
                 // Asleep (suspended, starved) past the claim window: the
                 // tick is left to the other participants.
                 let resume = self.spec.next_after(now - to_chrono(window));
+                telemetry::tick(self.backend.name(), &self.name, MISSED);
                 warn!(parent: &span, cron = %self.name, %tick, late_ms = (now - tick).num_milliseconds(), next = ?resume,
                     "woke up after the claim window; skipping the tick here");
                 match resume {
@@ -112,6 +114,7 @@ impl Scheduler {
             }
             runs.reap_ready();
             if !self.options.allow_overlap && runs.is_busy() {
+                telemetry::tick(self.backend.name(), &self.name, SKIPPED);
                 warn!(parent: &span, cron = %self.name, %tick, "the previous run is still in progress; skipping the tick here (allow_overlap is off)");
             } else {
                 match self
@@ -120,11 +123,16 @@ impl Scheduler {
                     .await
                 {
                     Claim::Won => {
+                        telemetry::tick(self.backend.name(), &self.name, RUN);
                         self.announce.send_replace(Some(tick));
                         runs.start(tick, &self.handler, span);
                     }
-                    Claim::Lost => debug!(parent: &span, "another participant claimed the tick"),
+                    Claim::Lost => {
+                        telemetry::tick(self.backend.name(), &self.name, LOST);
+                        debug!(parent: &span, "another participant claimed the tick");
+                    }
                     Claim::Failed(e) => {
+                        telemetry::tick(self.backend.name(), &self.name, SKIPPED);
                         warn!(parent: &span, cron = %self.name, %tick, cause = %e, "could not claim the tick; skipping it");
                     }
                     Claim::Cancelled => return,
@@ -149,9 +157,10 @@ impl Scheduler {
         };
         let period = self.spec.gap_after(last).unwrap_or(MIN_HOLD);
         let hold = claim_hold(period);
-        let span = info_span!("cron_tick", cron = %self.name, tick = %last);
+        let span = tick_span(self.backend.name(), &self.name, last);
         let age = (now - last).to_std().unwrap_or_default();
         if age > hold / 2 {
+            telemetry::tick(self.backend.name(), &self.name, MISSED);
             warn!(parent: &span, cron = %self.name, tick = %last, ?age, ?hold,
                 "the most recent tick is too old to tell whether it ran; not catching up");
             return true;
@@ -163,6 +172,7 @@ impl Scheduler {
             .await
         {
             Claim::Won => {
+                telemetry::tick(self.backend.name(), &self.name, RUN);
                 info!(parent: &span, "catching up the most recent tick");
                 self.announce.send_replace(Some(last));
                 runs.start(last, &self.handler, span);
@@ -266,8 +276,11 @@ impl Runs {
             let started = Instant::now();
             match handler(tick).await {
                 Ok(()) => debug!(elapsed = ?started.elapsed(), "tick handled"),
-                Err(e) => error!(cron = %name, %tick, elapsed = ?started.elapsed(), cause = %e,
-                    "tick handler failed"),
+                Err(e) => {
+                    telemetry::handler_failed();
+                    error!(cron = %name, %tick, elapsed = ?started.elapsed(), cause = %e,
+                        "tick handler failed");
+                }
             }
         }
         .instrument(span.clone());

@@ -11,7 +11,6 @@ use ezmq_core::{BoxError, ListenerHandle, MqClient, Result, Topic};
 use futures::FutureExt as _;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tracing::Instrument as _;
 use uuid::Uuid;
 
 use crate::message::{Reply, Request};
@@ -212,11 +211,8 @@ impl<C: MqClient + ?Sized> RequestReplyExt for C {
         runtime.reply_channel()?;
         let router = ReplyRouter::of(runtime);
         let id = Uuid::new_v4();
-        let span = tracing::debug_span!("request", topic = %topic, correlation_id = %id);
-        router
-            .call(runtime, &topic, id, body, &options)
-            .instrument(span)
-            .await
+        let call = router.call(runtime, &topic, id, body, &options);
+        crate::telemetry::instrument(runtime, &topic, id, call).await
     }
 
     async fn add_reply_listener_with<O, F, Fut, E>(

@@ -67,6 +67,7 @@ mod ext;
 mod message;
 mod options;
 mod router;
+mod telemetry;
 mod worker;
 
 pub use envelope::EnvelopeError;
