@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::Instant;
 
 use metrics::{Counter, Gauge, Histogram, Label};
@@ -186,18 +186,21 @@ impl Settle {
     }
 }
 
-/// A listener's metric handles, registered when it starts.
+/// A listener's metric handles: the success path's registered when it
+/// starts, each failure's on its first use (so a scrape shows no failure
+/// series that never moved).
 #[derive(Debug)]
 pub(crate) struct ListenerTelemetry {
+    labels: Vec<Label>,
     consumed: Counter,
-    retried: Counter,
-    dead_lettered: Counter,
-    dead_lettered_permanent: Counter,
     duration_ok: Histogram,
-    duration_failed: Histogram,
-    duration_permanent: Histogram,
-    duration_aborted: Histogram,
     in_flight: Gauge,
+    retried: OnceLock<Counter>,
+    dead_lettered: OnceLock<Counter>,
+    dead_lettered_permanent: OnceLock<Counter>,
+    duration_failed: OnceLock<Histogram>,
+    duration_permanent: OnceLock<Histogram>,
+    duration_aborted: OnceLock<Histogram>,
 }
 
 impl ListenerTelemetry {
@@ -207,33 +210,23 @@ impl ListenerTelemetry {
         if let Some(group) = source.group() {
             labels.push(Label::new(names::CONSUMER_GROUP, group.as_str().to_owned()));
         }
-        let failed = |error_type| with(labels.clone(), names::ERROR_TYPE, error_type);
         ListenerTelemetry {
             consumed: metrics::counter!(names::CONSUMED_MESSAGES, labels.clone()),
-            retried: metrics::counter!(names::RETRIED_MESSAGES, failed(names::ERROR_HANDLER)),
-            dead_lettered: metrics::counter!(
-                names::DEAD_LETTERED_MESSAGES,
-                failed(names::ERROR_HANDLER)
-            ),
-            dead_lettered_permanent: metrics::counter!(
-                names::DEAD_LETTERED_MESSAGES,
-                failed(names::ERROR_PERMANENT)
-            ),
             duration_ok: metrics::histogram!(names::PROCESS_DURATION, labels.clone()),
-            duration_failed: metrics::histogram!(
-                names::PROCESS_DURATION,
-                failed(names::ERROR_HANDLER)
-            ),
-            duration_permanent: metrics::histogram!(
-                names::PROCESS_DURATION,
-                failed(names::ERROR_PERMANENT)
-            ),
-            duration_aborted: metrics::histogram!(
-                names::PROCESS_DURATION,
-                failed(names::ERROR_ABORTED)
-            ),
-            in_flight: metrics::gauge!(names::IN_FLIGHT_HANDLERS, labels),
+            in_flight: metrics::gauge!(names::IN_FLIGHT_HANDLERS, labels.clone()),
+            labels,
+            retried: OnceLock::new(),
+            dead_lettered: OnceLock::new(),
+            dead_lettered_permanent: OnceLock::new(),
+            duration_failed: OnceLock::new(),
+            duration_permanent: OnceLock::new(),
+            duration_aborted: OnceLock::new(),
         }
+    }
+
+    /// The listener's labels and `error.type = error_type`.
+    fn failed(&self, error_type: &'static str) -> Vec<Label> {
+        with(self.labels.clone(), names::ERROR_TYPE, error_type)
     }
 
     /// A handler starts: counts the message consumed and the handler in
@@ -245,6 +238,42 @@ impl ListenerTelemetry {
             telemetry: self,
             started: Instant::now(),
         }
+    }
+
+    fn duration(&self, settle: Settle) -> &Histogram {
+        let (cell, error_type) = match settle {
+            Settle::Ack | Settle::Taken { failed: false } => return &self.duration_ok,
+            Settle::Retry | Settle::Taken { failed: true } => {
+                (&self.duration_failed, names::ERROR_HANDLER)
+            }
+            Settle::DeadLetter { permanent: false } => {
+                (&self.duration_failed, names::ERROR_HANDLER)
+            }
+            Settle::DeadLetter { permanent: true } => {
+                (&self.duration_permanent, names::ERROR_PERMANENT)
+            }
+            Settle::Release => (&self.duration_aborted, names::ERROR_ABORTED),
+        };
+        cell.get_or_init(|| metrics::histogram!(names::PROCESS_DURATION, self.failed(error_type)))
+    }
+
+    fn count(&self, settle: Settle) {
+        let (cell, name, error_type) = match settle {
+            Settle::Retry => (&self.retried, names::RETRIED_MESSAGES, names::ERROR_HANDLER),
+            Settle::DeadLetter { permanent: false } => (
+                &self.dead_lettered,
+                names::DEAD_LETTERED_MESSAGES,
+                names::ERROR_HANDLER,
+            ),
+            Settle::DeadLetter { permanent: true } => (
+                &self.dead_lettered_permanent,
+                names::DEAD_LETTERED_MESSAGES,
+                names::ERROR_PERMANENT,
+            ),
+            _ => return,
+        };
+        cell.get_or_init(|| metrics::counter!(name, self.failed(error_type)))
+            .increment(1);
     }
 }
 
@@ -261,20 +290,9 @@ impl Processing<'_> {
     /// when it did, and emits a DEBUG `settle` event in it.
     pub(crate) fn finish(self, settle: Settle) {
         let t = self.telemetry;
-        let histogram = match settle {
-            Settle::Ack | Settle::Taken { failed: false } => &t.duration_ok,
-            Settle::Retry | Settle::Taken { failed: true } => &t.duration_failed,
-            Settle::DeadLetter { permanent: false } => &t.duration_failed,
-            Settle::DeadLetter { permanent: true } => &t.duration_permanent,
-            Settle::Release => &t.duration_aborted,
-        };
-        histogram.record(self.started.elapsed().as_secs_f64());
-        match settle {
-            Settle::Retry => t.retried.increment(1),
-            Settle::DeadLetter { permanent: false } => t.dead_lettered.increment(1),
-            Settle::DeadLetter { permanent: true } => t.dead_lettered_permanent.increment(1),
-            _ => {}
-        }
+        t.duration(settle)
+            .record(self.started.elapsed().as_secs_f64());
+        t.count(settle);
         let action = settle.action();
         if let Some(error_type) = settle.error_type() {
             record_error(&Span::current(), error_type);
