@@ -8,8 +8,10 @@
 //! with nothing to install.
 //!
 //! Cargo features: `disque`, `redis`, `rabbitmq` (the backends, on by
-//! default: turn off the ones a service does not use) and `embedded` (the
-//! server, off by default).
+//! default: turn off the ones a service does not use), `embedded` (the
+//! server, off by default) and `opentelemetry` (W3C trace context in
+//! message headers, so consumer spans join the producer's trace; off by
+//! default). Spans, metrics and their names: [`telemetry`].
 //!
 //! This crate gathers the parts: [`ezmq_core`] (traits, jobs, listener
 //! runtime, the backend SPI), the backends, [`crontab`], [`broadcast`] and
