@@ -137,8 +137,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     if args.metrics_recorder {
-        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-        if let Err(e) = metrics::set_global_recorder(recorder) {
+        // `install_recorder` also starts the upkeep thread that folds the
+        // histogram samples into summaries every 5 s, as a service's would.
+        if let Err(e) = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder() {
             eprintln!("ezmq-bench: cannot install the metrics recorder: {e}");
             return ExitCode::FAILURE;
         }

@@ -23,7 +23,7 @@
 //!   topic's first push, then reused, so the hot paths never allocate.
 //!   Without a recorder every update is a no-op.
 
-mod metrics;
+mod handles;
 pub mod names;
 mod send;
 mod spans;
@@ -38,8 +38,8 @@ use tracing::Span;
 use crate::headers::Headers;
 use crate::push_options::PushOptions;
 
-pub use self::metrics::{cron_tick, Telemetry};
-pub(crate) use self::metrics::{ListenerTelemetry, Settle};
+pub use self::handles::{cron_tick, Telemetry};
+pub(crate) use self::handles::{ListenerTelemetry, Settle};
 pub(crate) use self::send::publish;
 pub(crate) use self::spans::process_span;
 pub use self::spans::{error_type, record_error, send_span, SpanName};

@@ -12,7 +12,7 @@ use crate::push_options::PushOptions;
 use crate::spi::Backend;
 use crate::topic::Topic;
 
-use super::metrics::Telemetry;
+use super::handles::Telemetry;
 use super::{error_type, names, record_error, send_span, with_trace_context};
 
 /// Publishes through `backend` in a `send {topic}` span, with the span's
