@@ -96,10 +96,15 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
 /// Runs the handler, extending the job's lease while it runs, until it
 /// ends or the stop grace period is over.
 async fn run_handler(ctx: &Ctx, job: &Job, handle: &DeliveryHandle) -> Outcome {
-    let _beating = ctx
-        .heartbeats
-        .as_ref()
-        .map(|h| h.register(job.id().clone(), handle.clone()));
+    // Polled only when the handler did not finish at its first poll (the
+    // select below is biased): most jobs never register for heartbeats.
+    let beat = async {
+        let _beating = ctx
+            .heartbeats
+            .as_ref()
+            .map(|h| h.register(job.id().clone(), handle.clone()));
+        std::future::pending::<()>().await;
+    };
     let handler = Arc::clone(&ctx.handler);
     let job = job.clone();
     let limit = ctx.options.handler_timeout;
@@ -145,6 +150,7 @@ async fn run_handler(ctx: &Ctx, job: &Job, handle: &DeliveryHandle) -> Outcome {
         },
         () = ctx.control.abort_signal() => Outcome::Aborted,
         () = near_deadline => Outcome::Aborted,
+        () = beat => Outcome::Aborted,
     }
 }
 
