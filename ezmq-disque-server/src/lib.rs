@@ -24,6 +24,8 @@ mod cluster;
 mod cmd;
 mod connection;
 mod frame;
+#[doc(hidden)]
+pub mod fuzzing;
 mod job;
 mod jobtable;
 mod limits;

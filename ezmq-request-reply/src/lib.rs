@@ -64,6 +64,8 @@
 
 mod envelope;
 mod ext;
+#[doc(hidden)]
+pub mod fuzzing;
 mod message;
 mod options;
 mod router;
