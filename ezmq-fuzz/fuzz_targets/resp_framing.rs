@@ -15,8 +15,15 @@ fuzz_target!(|data: &[u8]| {
     let whole = parse_frames(stream);
     let chunks = [usize::from(split % 17) + 1, usize::from(split / 17) + 1];
     let pieces = parse_frames_chunked(stream, &chunks, true);
-    assert_eq!(whole.commands, pieces.commands, "requests depend on read sizes");
-    assert_eq!(whole.error.is_some(), pieces.error.is_some(), "{whole:?} vs {pieces:?}");
+    assert_eq!(
+        whole.commands, pieces.commands,
+        "requests depend on read sizes"
+    );
+    assert_eq!(
+        whole.error.is_some(),
+        pieces.error.is_some(),
+        "{whole:?} vs {pieces:?}"
+    );
     if whole.error.is_none() {
         assert_eq!(whole.rest, pieces.rest);
     }
@@ -35,5 +42,8 @@ fuzz_target!(|data: &[u8]| {
     // it accepts no more than an authenticated client does.
     let unauthed = parse_frames_chunked(stream, &chunks, false);
     assert!(unauthed.commands.len() <= whole.commands.len());
-    assert_eq!(unauthed.commands[..], whole.commands[..unauthed.commands.len()]);
+    assert_eq!(
+        unauthed.commands[..],
+        whole.commands[..unauthed.commands.len()]
+    );
 });
