@@ -465,7 +465,7 @@ pub(crate) fn affinity_order(nodes: Nodes, topic: &Topic) -> Nodes {
 }
 
 /// How often nodes marked down are probed.
-const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+const PROBE_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Refreshes the node table every `refresh_interval`, and probes the nodes
 /// marked down every [`PROBE_INTERVAL`] (off the request path: commands

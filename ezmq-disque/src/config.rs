@@ -72,7 +72,7 @@ pub struct DisqueConfig {
     /// fresh connection; when that `PING` gets no answer within this long
     /// either, the node is marked down: every command waiting on it fails
     /// over at once, its connections are dropped, and it is routed to only
-    /// as a last resort until a background probe (every 500 ms) sees it
+    /// as a last resort until a background probe (every 250 ms) sees it
     /// answer again. A node found unreachable (refused, reset) is marked
     /// down the same way. Default 300 ms.
     pub hang_timeout: Duration,
