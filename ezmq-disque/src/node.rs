@@ -277,10 +277,7 @@ impl Node {
         if self.health.mark_down() {
             tracing::warn!(node = %self.info.addr, why, "Disque node marked down; routing around it until it answers again");
         }
-        *self.mux_slot() = None;
-        if let Ok(mut idle) = self.idle.lock() {
-            idle.clear();
-        }
+        self.drop_connections();
     }
 
     /// Marks the node up again.
@@ -374,6 +371,12 @@ impl Node {
     /// Drops every connection.
     pub(crate) async fn disconnect(&self) {
         let _connecting = self.connecting.lock().await;
+        self.drop_connections();
+    }
+
+    /// Forgets the shared connection and the idle pool (commands still in
+    /// flight keep their own handles).
+    fn drop_connections(&self) {
         *self.mux_slot() = None;
         if let Ok(mut idle) = self.idle.lock() {
             idle.clear();
