@@ -7,8 +7,11 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ezmq_disque::{DisquePushOptions, Job, MqClient, MqClientExt, PushOptions};
+mod support;
+
+use ezmq_disque::{Job, MqClient, MqClientExt};
 use ezmq_test_support::{init_tracing, TestCluster};
+use support::{affinity_node, qlen, raw};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
@@ -18,41 +21,6 @@ const SOON: Duration = Duration::from_secs(30);
 async fn setup() -> TestCluster {
     init_tracing();
     TestCluster::start(3).await
-}
-
-async fn raw(addr: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(format!("redis://{addr}/"))
-        .expect("redis client")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect to a node")
-}
-
-async fn qlen(addr: &str, topic: &str) -> i64 {
-    redis::cmd("QLEN")
-        .arg(topic)
-        .query_async(&mut raw(addr).await)
-        .await
-        .expect("QLEN")
-}
-
-/// Pushes a probe with `REPLICATE 1` and returns the index of the node it
-/// was queued on: the topic's affinity node.
-async fn affinity_node(cluster: &TestCluster, client: &impl MqClient, topic: &str) -> usize {
-    client
-        .push_with(
-            topic,
-            "probe".into(),
-            PushOptions::new().with_backend_options(DisquePushOptions::new().with_replicate(1)),
-        )
-        .await
-        .expect("push the probe");
-    for i in 0..3 {
-        if qlen(&cluster.addr(i), topic).await == 1 {
-            return i;
-        }
-    }
-    panic!("probe job not queued on any node");
 }
 
 /// Starts a listener that sends every body it gets to the returned channel.

@@ -6,8 +6,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ezmq_disque::{DisqueClient, DisquePushOptions, Job, MqClient, MqClientExt, PushOptions};
+mod support;
+
+use ezmq_disque::{DisqueClient, Job, MqClient, MqClientExt};
 use ezmq_test_support::{eventually, init_tracing, TestCluster};
+use support::affinity_node;
 use tokio::task::JoinSet;
 
 /// Generous bound for anything that should happen "soon".
@@ -18,36 +21,6 @@ const TOPICS: usize = 6;
 
 /// When each body was delivered (every delivery, duplicates included).
 type Deliveries = Arc<Mutex<HashMap<String, Vec<Instant>>>>;
-
-async fn qlen(addr: &str, topic: &str) -> i64 {
-    let mut conn = redis::Client::open(format!("redis://{addr}/"))
-        .expect("redis client")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("connect to a node");
-    redis::cmd("QLEN")
-        .arg(topic)
-        .query_async(&mut conn)
-        .await
-        .expect("QLEN")
-}
-
-/// The node `topic` is routed to: where a probe pushed with `REPLICATE 1`
-/// is queued. The probe is consumed later like any job.
-async fn home_of(cluster: &TestCluster, client: &DisqueClient, topic: &str) -> usize {
-    let one_copy =
-        PushOptions::new().with_backend_options(DisquePushOptions::new().with_replicate(1));
-    client
-        .push_with(topic, "probe".into(), one_copy)
-        .await
-        .expect("push the probe");
-    for i in 0..3 {
-        if qlen(&cluster.addr(i), topic).await == 1 {
-            return i;
-        }
-    }
-    panic!("probe job not queued on any node");
-}
 
 /// A listener per topic recording every delivery.
 async fn listen(client: &DisqueClient, topics: &[String], deliveries: &Deliveries) {
@@ -134,7 +107,7 @@ async fn a_hung_node_is_routed_around_under_load() {
         .collect();
     let mut homes = Vec::new();
     for topic in &topics {
-        homes.push(home_of(&cluster, &producer, topic).await);
+        homes.push(affinity_node(&cluster, &producer, topic).await);
     }
     let hung = homes[0];
     let deliveries: Deliveries = Arc::default();
@@ -251,7 +224,7 @@ async fn pushes_stay_fast_once_a_dead_node_is_known() {
     let topics: Vec<String> = (0..TOPICS)
         .map(|i| cluster.unique_topic(&format!("dead-{i}")))
         .collect();
-    let home = home_of(&cluster, &client, &topics[0]).await;
+    let home = affinity_node(&cluster, &client, &topics[0]).await;
     cluster.kill(home).await;
     // The first pushes find it dead; from one second on, none should try it.
     let _ = load(&client, &topics, 50, Duration::from_millis(20), |_| {}).await;
