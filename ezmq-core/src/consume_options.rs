@@ -89,6 +89,11 @@ pub struct ConsumeOptions {
     pub handler_timeout: Option<Duration>,
     /// Callbacks on retries and dead letters.
     pub hooks: ListenerHooks,
+    /// How often the listener samples its topic's queue length into the
+    /// `ezmq.queue.depth` gauge (on backends with
+    /// [`QueueStats`](crate::spi::QueueStats); one queue-length query each
+    /// time, on Disque one `QLEN` per node). Default 5 s; `None` never.
+    pub queue_depth_every: Option<Duration>,
 }
 
 impl Default for ConsumeOptions {
@@ -103,6 +108,7 @@ impl Default for ConsumeOptions {
             at_most_once: false,
             handler_timeout: None,
             hooks: ListenerHooks::default(),
+            queue_depth_every: Some(Duration::from_secs(5)),
         }
     }
 }
@@ -152,6 +158,23 @@ impl ConsumeOptions {
     #[must_use]
     pub fn with_heartbeat_after(mut self, after: Duration) -> Self {
         self.heartbeat_after = after;
+        self
+    }
+
+    /// Sets [`ConsumeOptions::queue_depth_every`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ezmq_core::ConsumeOptions;
+    ///
+    /// let quiet = ConsumeOptions::new().with_queue_depth_every(None);
+    /// assert_eq!(quiet.queue_depth_every, None);
+    /// let busy = ConsumeOptions::new().with_queue_depth_every(Some(Duration::from_secs(1)));
+    /// assert_eq!(busy.queue_depth_every, Some(Duration::from_secs(1)));
+    /// ```
+    #[must_use]
+    pub fn with_queue_depth_every(mut self, every: Option<Duration>) -> Self {
+        self.queue_depth_every = every;
         self
     }
 
@@ -206,6 +229,15 @@ impl ConsumeOptions {
         if self.fetch_wait < Duration::from_millis(10) {
             return Err(Error::invalid_option("fetch_wait", "must be at least 10ms"));
         }
+        if self
+            .queue_depth_every
+            .is_some_and(|every| every < Duration::from_millis(10))
+        {
+            return Err(Error::invalid_option(
+                "queue_depth_every",
+                "must be at least 10ms (or None for no sampling)",
+            ));
+        }
         // Bounds that keep every deadline computed from them far from
         // overflowing `Instant` arithmetic.
         const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -217,6 +249,11 @@ impl ConsumeOptions {
                 "handler_timeout",
                 self.handler_timeout.unwrap_or_default(),
                 7 * DAY,
+            ),
+            (
+                "queue_depth_every",
+                self.queue_depth_every.unwrap_or_default(),
+                DAY,
             ),
         ] {
             if value > max {

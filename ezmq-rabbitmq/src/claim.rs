@@ -30,7 +30,6 @@ impl ExclusiveClaim for RabbitBackend {
     /// attempt. Every caller of one key must use the same `hold`.
     async fn try_claim(&self, key: &Topic, hold: Duration) -> Result<bool> {
         self.inner.ensure_open()?;
-        let config = &self.inner.config;
         let session = self.inner.connector.session().await?;
         let queue = self.inner.names.claim_queue(key);
         // Classic, whatever the configured type: a quorum queue checks
@@ -38,22 +37,21 @@ impl ExclusiveClaim for RabbitBackend {
         // concurrent claims in our tests; a classic queue is one process on
         // one node that takes publishes in order, so it is exact, on a
         // cluster as well.
-        let _ = config;
         let mut args = lapin::types::FieldTable::default();
         args.insert("x-queue-type".into(), string("classic"));
         args.insert("x-max-length".into(), lapin::types::AMQPValue::LongInt(1));
         args.insert("x-overflow".into(), string("reject-publish"));
         args.insert("x-expires".into(), millis(hold));
-        let channel = session.channel().await?;
         let options = QueueDeclareOptions {
             durable: true,
             ..QueueDeclareOptions::default()
         };
-        let declared = topology::declare_queue(&channel, &queue, options, args).await;
-        if channel.status().connected() {
-            let _ = channel.close(200, "declared".into()).await;
-        }
-        declared?;
+        let name = queue.clone();
+        session
+            .declaring(&queue, move |channel| async move {
+                topology::declare_queue(&channel, &name, options, args).await
+            })
+            .await?;
         let properties = BasicProperties::default()
             .with_message_id(short("message id", &publish::new_message_id())?)
             .with_delivery_mode(2)

@@ -43,6 +43,12 @@ pub enum RabbitError {
         /// The name.
         name: String,
     },
+    /// The connection closed while a declaration was under way.
+    #[error("declaring {target:?} was cut short: the connection closed")]
+    Interrupted {
+        /// The queue or exchange.
+        target: String,
+    },
     /// The broker did not answer in time.
     #[error("{op} {target:?} timed out")]
     Timeout {
@@ -99,7 +105,9 @@ impl RabbitError {
                         | AMQPSoftError::ACCESSREFUSED
                 )
             ),
-            RabbitError::Nacked { .. } | RabbitError::Timeout { .. } => true,
+            RabbitError::Nacked { .. }
+            | RabbitError::Timeout { .. }
+            | RabbitError::Interrupted { .. } => true,
             RabbitError::Returned { .. } | RabbitError::NameTooLong { .. } => false,
         }
     }

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::{Duration, Instant};
@@ -10,6 +11,9 @@ use std::time::{Duration, Instant};
 use ezmq_core::{ConnectFailure, Error, Result};
 use lapin::options::ConfirmSelectOptions;
 use lapin::{Channel, Connection, ConnectionProperties};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::config::{redact, RabbitConfig};
 use crate::error::RabbitError;
@@ -19,8 +23,17 @@ use crate::error::RabbitError;
 /// declared on it (declarations are redone after a reconnect).
 pub(crate) struct Session {
     pub(crate) generation: u64,
-    connection: Connection,
+    connection: Arc<Connection>,
     publisher: StdMutex<Channel>,
+    /// The channel declarations go through, opened on first use and
+    /// reopened after a refused declaration closed it (one channel for
+    /// them all, instead of one per declaration).
+    declarer: Arc<tokio::sync::Mutex<Option<Channel>>>,
+    /// The tasks declarations run in. A declaration finishes even when its
+    /// caller is dropped half-way: abandoned, it would leave the channel
+    /// with an answer (a missing queue's 404 closes the channel) that the
+    /// next declaration would take for its own.
+    declarations: StdMutex<JoinSet<()>>,
     declared: StdMutex<HashSet<String>>,
 }
 
@@ -51,8 +64,10 @@ impl Session {
         let publisher = confirm_channel(&connection).await?;
         Ok(Session {
             generation,
-            connection,
+            connection: Arc::new(connection),
             publisher: StdMutex::new(publisher),
+            declarer: Arc::new(tokio::sync::Mutex::new(None)),
+            declarations: StdMutex::new(JoinSet::new()),
             declared: StdMutex::new(HashSet::new()),
         })
     }
@@ -65,10 +80,7 @@ impl Session {
     /// A new channel (for consumers, and for declarations that may fail
     /// and close their channel).
     pub(crate) async fn channel(&self) -> Result<Channel, RabbitError> {
-        self.connection
-            .create_channel()
-            .await
-            .map_err(|e| RabbitError::amqp("channel.open", "", e))
+        open_channel(&self.connection).await
     }
 
     /// The publisher-confirm channel, reopened when the broker closed it.
@@ -85,6 +97,60 @@ impl Session {
             *slot = fresh.clone();
         }
         Ok(fresh)
+    }
+
+    /// Runs `declare` on the declaring channel, in a task of its own that
+    /// finishes even when the caller is dropped. Declarations take turns;
+    /// a channel the broker closed (it does when it refuses one, e.g. a
+    /// passive declare of a missing queue) is replaced before the next.
+    pub(crate) async fn declaring<T, F, Fut>(
+        &self,
+        target: &str,
+        declare: F,
+    ) -> Result<T, RabbitError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Channel) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, RabbitError>> + Send + 'static,
+    {
+        let (answer, answered) = oneshot::channel();
+        let connection = Arc::clone(&self.connection);
+        let declarer = Arc::clone(&self.declarer);
+        let declaration = async move {
+            let mut slot = declarer.lock().await;
+            let channel = match slot.as_ref().filter(|c| c.status().connected()) {
+                Some(channel) => channel.clone(),
+                None => {
+                    let fresh = open_channel(&connection).await;
+                    let fresh = match fresh {
+                        Ok(fresh) => fresh,
+                        Err(err) => {
+                            let _ = answer.send(Err(err));
+                            return;
+                        }
+                    };
+                    *slot = Some(fresh.clone());
+                    fresh
+                }
+            };
+            let _ = answer.send(declare(channel).await);
+        };
+        match self.declarations.lock() {
+            Ok(mut tasks) => {
+                while tasks.try_join_next().is_some() {}
+                tasks.spawn(declaration.in_current_span());
+            }
+            Err(_) => {
+                return Err(RabbitError::Interrupted {
+                    target: target.to_owned(),
+                })
+            }
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(RabbitError::Interrupted {
+                target: target.to_owned(),
+            })
+        })
     }
 
     /// True when `key` was declared on this connection.
@@ -107,6 +173,11 @@ impl Session {
     }
 
     async fn close(&self) {
+        let mut declarations = match self.declarations.lock() {
+            Ok(mut tasks) => std::mem::take(&mut *tasks),
+            Err(_) => JoinSet::new(),
+        };
+        declarations.shutdown().await;
         if self.is_alive() {
             if let Err(err) = self
                 .connection
@@ -117,6 +188,13 @@ impl Session {
             }
         }
     }
+}
+
+async fn open_channel(connection: &Connection) -> Result<Channel, RabbitError> {
+    connection
+        .create_channel()
+        .await
+        .map_err(|e| RabbitError::amqp("channel.open", "", e))
 }
 
 async fn confirm_channel(connection: &Connection) -> Result<Channel, RabbitError> {

@@ -1,43 +1,42 @@
-//! Queue lengths through a passive declare.
+//! Queue lengths through a queue declaration.
 
 use async_trait::async_trait;
 use ezmq_core::spi::QueueStats;
 use ezmq_core::{Result, Topic};
-use lapin::options::QueueDeclareOptions;
-use lapin::types::FieldTable;
 
 use crate::backend::RabbitBackend;
 use crate::error::RabbitError;
 use crate::names::short;
+use crate::topology;
 
 #[async_trait]
 impl QueueStats for RabbitBackend {
-    /// The `message_count` of a passive `queue.declare`: messages ready
-    /// for delivery in the topic's queue (on a quorum queue, as its leader
-    /// knows them). Not counted: messages delivered and not yet acked,
-    /// delayed messages (they wait in the delay levels), and retries
-    /// waiting out their backoff. A queue that does not exist has 0.
+    /// The `message_count` of a `queue.declare` of the topic's queue:
+    /// messages ready for delivery (on a quorum queue, as its leader knows
+    /// them). Not counted: messages delivered and not yet acked, delayed
+    /// messages (they wait in the delay levels), and retries waiting out
+    /// their backoff. The declaration is the one a push or a listener
+    /// makes, so a topic nobody used yet gets its (empty) queue and 0.
+    ///
+    /// Not a passive declaration: the broker answers one for a missing
+    /// queue by closing the channel, and lapin then mixes up channel ids
+    /// as it reuses them (a later `channel.open` failed with that 404).
     async fn queue_len(&self, topic: &Topic) -> Result<u64> {
         self.inner.ensure_open()?;
         let session = self.inner.connector.session().await?;
         let queue = self.inner.names.topic_queue(topic);
-        // Its own channel: a missing queue closes the channel.
-        let channel = session.channel().await?;
-        let declared = channel
-            .queue_declare(
-                short("queue", &queue)?,
-                QueueDeclareOptions::default().passive(),
-                FieldTable::default(),
-            )
-            .await
-            .map_err(|e| RabbitError::amqp("queue.declare (passive)", queue.as_str(), e));
-        if channel.status().connected() {
-            let _ = channel.close(200, "counted".into()).await;
-        }
-        match declared {
-            Ok(q) => Ok(u64::from(q.message_count())),
-            Err(err) if err.is_not_found() => Ok(0),
-            Err(err) => Err(err.into()),
-        }
+        let name = short("queue", &queue)?;
+        let options = topology::queue_options(&self.inner.config);
+        let args = topology::queue_args(&self.inner.config);
+        let target = queue.clone();
+        let declared = session
+            .declaring(&queue, move |channel| async move {
+                channel
+                    .queue_declare(name, options, args)
+                    .await
+                    .map_err(|e| RabbitError::amqp("queue.declare", target, e))
+            })
+            .await?;
+        Ok(u64::from(declared.message_count()))
     }
 }

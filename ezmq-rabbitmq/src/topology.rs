@@ -30,7 +30,7 @@ pub(crate) fn millis(d: Duration) -> AMQPValue {
     AMQPValue::LongLongInt(i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1))
 }
 
-fn queue_options(config: &RabbitConfig) -> QueueDeclareOptions {
+pub(crate) fn queue_options(config: &RabbitConfig) -> QueueDeclareOptions {
     QueueDeclareOptions {
         durable: config.durable || config.queue_type == QueueType::Quorum,
         ..QueueDeclareOptions::default()
@@ -44,22 +44,22 @@ fn exchange_options(config: &RabbitConfig) -> ExchangeDeclareOptions {
     }
 }
 
-/// Runs `declare` on a channel of its own (a refused declaration closes
-/// its channel), once per connection and `key`.
-async fn once<F, Fut>(session: &Session, key: String, declare: F) -> Result<(), RabbitError>
+/// Runs `declare` on the session's declaring channel, once per connection
+/// and `key`.
+async fn once<F, Fut>(
+    session: &Session,
+    key: String,
+    target: &str,
+    declare: F,
+) -> Result<(), RabbitError>
 where
-    F: FnOnce(Channel) -> Fut,
-    Fut: std::future::Future<Output = Result<(), RabbitError>>,
+    F: FnOnce(Channel) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), RabbitError>> + Send + 'static,
 {
     if session.is_declared(&key) {
         return Ok(());
     }
-    let channel = session.channel().await?;
-    let result = declare(channel.clone()).await;
-    if channel.status().connected() {
-        let _ = channel.close(200, "declared".into()).await;
-    }
-    result?;
+    session.declaring(target, declare).await?;
     session.mark_declared(key);
     Ok(())
 }
@@ -70,8 +70,9 @@ pub(crate) async fn topic_queue(
     config: &RabbitConfig,
     queue: &str,
 ) -> Result<(), RabbitError> {
-    once(session, format!("q:{queue}"), |ch| async move {
-        declare_queue(&ch, queue, queue_options(config), queue_args(config)).await
+    let (options, args, name) = (queue_options(config), queue_args(config), queue.to_owned());
+    once(session, format!("q:{queue}"), queue, move |ch| async move {
+        declare_queue(&ch, &name, options, args).await
     })
     .await
 }
@@ -100,16 +101,22 @@ pub(crate) async fn fanout_exchange(
     config: &RabbitConfig,
     exchange: &str,
 ) -> Result<(), RabbitError> {
-    once(session, format!("x:{exchange}"), |ch| async move {
-        ch.exchange_declare(
-            short("exchange", exchange)?,
-            ExchangeKind::Fanout,
-            exchange_options(config),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|e| RabbitError::amqp("exchange.declare", exchange, e))
-    })
+    let (options, name) = (exchange_options(config), exchange.to_owned());
+    once(
+        session,
+        format!("x:{exchange}"),
+        exchange,
+        move |ch| async move {
+            ch.exchange_declare(
+                short("exchange", &name)?,
+                ExchangeKind::Fanout,
+                options,
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| RabbitError::amqp("exchange.declare", name, e))
+        },
+    )
     .await
 }
 
@@ -124,27 +131,25 @@ pub(crate) async fn group_queue(
 ) -> Result<(), RabbitError> {
     fanout_exchange(session, config, exchange).await?;
     // Declared again on every refresh: a declaration resets `x-expires`.
-    let channel = session.channel().await?;
     let mut args = queue_args(config);
     args.insert("x-expires".into(), millis(retention));
-    let result = async {
-        declare_queue(&channel, queue, queue_options(config), args).await?;
-        channel
-            .queue_bind(
-                short("queue", queue)?,
-                short("exchange", exchange)?,
-                "".into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .map_err(|e| RabbitError::amqp("queue.bind", queue, e))
-    }
-    .await;
-    if channel.status().connected() {
-        let _ = channel.close(200, "declared".into()).await;
-    }
-    result
+    let options = queue_options(config);
+    let (name, exchange) = (queue.to_owned(), exchange.to_owned());
+    session
+        .declaring(queue, move |channel| async move {
+            declare_queue(&channel, &name, options, args).await?;
+            channel
+                .queue_bind(
+                    short("queue", &name)?,
+                    short("exchange", &exchange)?,
+                    "".into(),
+                    QueueBindOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| RabbitError::amqp("queue.bind", name, e))
+        })
+        .await
 }
 
 /// Declares the binary delay levels: level `k` is a headers exchange and
@@ -158,65 +163,71 @@ pub(crate) async fn delay_levels(
     config: &RabbitConfig,
     names: &Names,
 ) -> Result<(), RabbitError> {
-    once(session, "delay-levels".to_owned(), |ch| async move {
-        let deliver = names.delay_deliver();
-        ch.exchange_declare(
-            short("exchange", &deliver)?,
-            ExchangeKind::Direct,
-            exchange_options(config),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|e| RabbitError::amqp("exchange.declare", deliver.as_str(), e))?;
-        for level in 0..config.delay_levels {
-            let name = names.delay_level(level);
-            let next = match level {
-                0 => deliver.clone(),
-                _ => names.delay_level(level - 1),
-            };
+    let (config, names) = (config.clone(), names.clone());
+    once(
+        session,
+        "delay-levels".to_owned(),
+        "delay levels",
+        move |ch| async move {
+            let deliver = names.delay_deliver();
             ch.exchange_declare(
-                short("exchange", &name)?,
-                ExchangeKind::Headers,
-                exchange_options(config),
+                short("exchange", &deliver)?,
+                ExchangeKind::Direct,
+                exchange_options(&config),
                 FieldTable::default(),
             )
             .await
-            .map_err(|e| RabbitError::amqp("exchange.declare", name.as_str(), e))?;
-            let mut args = queue_args(config);
-            args.insert(
-                "x-message-ttl".into(),
-                AMQPValue::LongLongInt(1i64 << level),
-            );
-            args.insert("x-dead-letter-exchange".into(), string(&next));
-            if config.queue_type == QueueType::Quorum {
-                // Dead-lettering with confirms (RabbitMQ >= 3.10): a message
-                // never leaves a level before the next one has it.
-                args.insert("x-dead-letter-strategy".into(), string("at-least-once"));
-                args.insert("x-overflow".into(), string("reject-publish"));
+            .map_err(|e| RabbitError::amqp("exchange.declare", deliver.as_str(), e))?;
+            for level in 0..config.delay_levels {
+                let name = names.delay_level(level);
+                let next = match level {
+                    0 => deliver.clone(),
+                    _ => names.delay_level(level - 1),
+                };
+                ch.exchange_declare(
+                    short("exchange", &name)?,
+                    ExchangeKind::Headers,
+                    exchange_options(&config),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| RabbitError::amqp("exchange.declare", name.as_str(), e))?;
+                let mut args = queue_args(&config);
+                args.insert(
+                    "x-message-ttl".into(),
+                    AMQPValue::LongLongInt(1i64 << level),
+                );
+                args.insert("x-dead-letter-exchange".into(), string(&next));
+                if config.queue_type == QueueType::Quorum {
+                    // Dead-lettering with confirms (RabbitMQ >= 3.10): a message
+                    // never leaves a level before the next one has it.
+                    args.insert("x-dead-letter-strategy".into(), string("at-least-once"));
+                    args.insert("x-overflow".into(), string("reject-publish"));
+                }
+                declare_queue(&ch, &name, queue_options(&config), args).await?;
+                let bit = delay_bit_header(level);
+                ch.queue_bind(
+                    short("queue", &name)?,
+                    short("exchange", &name)?,
+                    "".into(),
+                    QueueBindOptions::default(),
+                    bit_match(&bit, "1"),
+                )
+                .await
+                .map_err(|e| RabbitError::amqp("queue.bind", name.as_str(), e))?;
+                ch.exchange_bind(
+                    short("exchange", &next)?,
+                    short("exchange", &name)?,
+                    "".into(),
+                    ExchangeBindOptions::default(),
+                    bit_match(&bit, "0"),
+                )
+                .await
+                .map_err(|e| RabbitError::amqp("exchange.bind", name.as_str(), e))?;
             }
-            declare_queue(&ch, &name, queue_options(config), args).await?;
-            let bit = delay_bit_header(level);
-            ch.queue_bind(
-                short("queue", &name)?,
-                short("exchange", &name)?,
-                "".into(),
-                QueueBindOptions::default(),
-                bit_match(&bit, "1"),
-            )
-            .await
-            .map_err(|e| RabbitError::amqp("queue.bind", name.as_str(), e))?;
-            ch.exchange_bind(
-                short("exchange", &next)?,
-                short("exchange", &name)?,
-                "".into(),
-                ExchangeBindOptions::default(),
-                bit_match(&bit, "0"),
-            )
-            .await
-            .map_err(|e| RabbitError::amqp("exchange.bind", name.as_str(), e))?;
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -233,16 +244,17 @@ pub(crate) async fn deliver_binding(
     names: &Names,
     queue: &str,
 ) -> Result<(), RabbitError> {
-    once(session, format!("d:{queue}"), |ch| async move {
+    let (name, deliver) = (queue.to_owned(), names.delay_deliver());
+    once(session, format!("d:{queue}"), queue, move |ch| async move {
         ch.queue_bind(
-            short("queue", queue)?,
-            short("exchange", &names.delay_deliver())?,
-            short("routing key", queue)?,
+            short("queue", &name)?,
+            short("exchange", &deliver)?,
+            short("routing key", &name)?,
             QueueBindOptions::default(),
             FieldTable::default(),
         )
         .await
-        .map_err(|e| RabbitError::amqp("queue.bind", queue, e))
+        .map_err(|e| RabbitError::amqp("queue.bind", name, e))
     })
     .await
 }

@@ -2,6 +2,7 @@
 
 mod support;
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -91,6 +92,67 @@ async fn batch_acks_and_queue_len() {
     assert_eq!(stats.queue_len(&t).await.unwrap(), 0);
     backend.close().await.unwrap();
     support::cleanup(&[topic], &[]).await;
+}
+
+#[tokio::test]
+async fn cancelled_queue_len_calls_leave_no_channel_open() {
+    let Some(config) = support::config().await else {
+        return;
+    };
+    // A connection with 8 channels: one leaked per abandoned call would
+    // soon leave none to open.
+    let url = format!("{}?channel_max=8", config.url);
+    let backend = RabbitBackend::connect(config.with_url(url)).await.unwrap();
+    let topic = support::topic("cancelled-len");
+    let t = Topic::new(&topic).unwrap();
+    backend
+        .publish(&t, "kept".into(), &PushOptions::new())
+        .await
+        .unwrap();
+    let stats = backend.queue_stats().unwrap();
+    let missing = Topic::new(support::topic("cancelled-len-missing")).unwrap();
+    // Calls abandoned at some point of their round trips, as a listener's
+    // depth sampler is when the listener stops; a third ask for a topic
+    // nobody used.
+    let (mut abandoned, mut answered) = (0, 0);
+    for i in 0..120u64 {
+        let topic = if i % 3 == 0 { &missing } else { &t };
+        let mut call = std::pin::pin!(stats.queue_len(topic));
+        // Every other call is dropped after 1 to 4 polls.
+        let polls = if i % 2 == 0 {
+            (i / 2) % 4 + 1
+        } else {
+            u64::MAX
+        };
+        let mut polled = 0;
+        let outcome = std::future::poll_fn(|cx| {
+            polled += 1;
+            match call.as_mut().poll(cx) {
+                std::task::Poll::Ready(len) => std::task::Poll::Ready(Some(len)),
+                std::task::Poll::Pending if polled >= polls => std::task::Poll::Ready(None),
+                std::task::Poll::Pending => std::task::Poll::Pending,
+            }
+        })
+        .await;
+        match outcome {
+            None => abandoned += 1,
+            Some(len) => {
+                answered += 1;
+                assert_eq!(len.unwrap(), u64::from(i % 3 != 0), "call {i}");
+            }
+        }
+    }
+    println!("{abandoned} of 120 queue_len calls abandoned half-way, {answered} answered");
+    assert!(
+        abandoned > 8,
+        "too few calls were abandoned to prove anything"
+    );
+    assert_eq!(stats.queue_len(&t).await.unwrap(), 1);
+    let got = backend.receive(&src(&topic), 1, WAIT).await.unwrap();
+    assert_eq!(&got[0].job.body()[..], b"kept");
+    got[0].handle.ack().await.unwrap();
+    backend.close().await.unwrap();
+    support::cleanup(&[topic, missing.as_str().to_owned()], &[]).await;
 }
 
 #[tokio::test]

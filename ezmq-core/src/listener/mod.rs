@@ -2,8 +2,8 @@
 //!
 //! A listener is one fetch loop ([`run_loop`]), one task per job
 //! ([`execution`]), one acker that ACKs finished jobs in batches
-//! ([`acker`]) and one heartbeat ticker for long-running jobs
-//! ([`heartbeat`]):
+//! ([`acker`]), one heartbeat ticker for long-running jobs
+//! ([`heartbeat`]) and one queue-depth sampler ([`depth`]):
 //!
 //! - the loop fetches only as many jobs as there are free concurrency slots
 //!   (never fetches with no slot free; on a saturated listener it waits up
@@ -29,6 +29,7 @@ mod acker;
 mod backoff;
 mod control;
 mod dead_letter;
+mod depth;
 mod execution;
 mod heartbeat;
 mod registry;

@@ -12,7 +12,7 @@ use crate::telemetry;
 
 use super::acker::{self, AckQueue};
 use super::backoff::FetchBackoff;
-use super::{execution, Ctx};
+use super::{depth, execution, Ctx};
 
 /// Runs the listener: starts its acker and heartbeat ticker, fetches until
 /// stopped, then waits for its jobs to be ACKed or given back.
@@ -32,6 +32,9 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
                 .in_current_span(),
         )
     });
+    let sampler = ctx.options.queue_depth_every.map(|every| {
+        tokio::spawn(depth::run(Arc::clone(&ctx), every, wind_down.clone()).in_current_span())
+    });
     // Also stops them should this task be dropped half-way.
     let wind_down_guard = wind_down.drop_guard();
     fetch_until_stopped(&ctx).await;
@@ -46,6 +49,12 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
         None => None,
     } {
         tracing::error!(task = "lease extender", cause = %err, "listener task failed");
+    }
+    if let Some(Err(err)) = match sampler {
+        Some(sampler) => Some(sampler.await),
+        None => None,
+    } {
+        tracing::error!(task = "queue depth sampler", cause = %err, "listener task failed");
     }
     tracing::debug!("listener stopped");
 }

@@ -274,6 +274,12 @@ impl ListenerTelemetry {
         }
     }
 
+    /// The listener's [`names::QUEUE_DEPTH`] gauge (registered on first
+    /// call: only listeners whose backend counts messages have one).
+    pub(crate) fn queue_depth(&self) -> Gauge {
+        metrics::gauge!(names::QUEUE_DEPTH, self.labels.clone())
+    }
+
     /// The listener's labels and `error.type = error_type`.
     fn failed(&self, error_type: &'static str) -> Vec<Label> {
         with(self.labels.clone(), names::ERROR_TYPE, error_type)

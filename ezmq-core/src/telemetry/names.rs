@@ -32,6 +32,12 @@ pub const DEAD_LETTERED_MESSAGES: &str = "ezmq.messages.dead_lettered";
 /// Gauge: handlers running right now, per listener.
 pub const IN_FLIGHT_HANDLERS: &str = "ezmq.handlers.in_flight";
 
+/// Gauge: messages waiting in a listened topic, sampled every
+/// [`ConsumeOptions::queue_depth_every`](crate::ConsumeOptions::queue_depth_every)
+/// on backends that count them
+/// ([`QueueStats`](crate::spi::QueueStats)).
+pub const QUEUE_DEPTH: &str = "ezmq.queue.depth";
+
 /// Counter: cron ticks, labelled [`CRON_NAME`] and [`CRON_OUTCOME`]
 /// (`run`, `skipped`, `missed`).
 pub const CRON_TICKS: &str = "ezmq.cron.ticks";

@@ -1,0 +1,44 @@
+//! Sampling the queue length of a listened topic into the
+//! `ezmq.queue.depth` gauge, on backends that count messages.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::spi::Source;
+
+use super::Ctx;
+
+/// Samples every `every` until `finish` is cancelled. Ends at once when the
+/// backend has no queue statistics or the source is a broadcast group (its
+/// copies are the backend's own business).
+pub(crate) async fn run(ctx: Arc<Ctx>, every: Duration, finish: CancellationToken) {
+    let Some(stats) = ctx.backend.queue_stats() else {
+        return;
+    };
+    let Source::Topic(topic) = &ctx.source else {
+        return;
+    };
+    let gauge = ctx.telemetry.queue_depth();
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            () = finish.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let sampled = tokio::select! {
+            biased;
+            () = finish.cancelled() => return,
+            sampled = stats.queue_len(topic) => sampled,
+        };
+        match sampled {
+            // Precision is lost only past 2^53 messages.
+            #[allow(clippy::cast_precision_loss)]
+            Ok(waiting) => gauge.set(waiting as f64),
+            Err(err) => tracing::debug!(cause = %err, "queue depth not sampled"),
+        }
+    }
+}
