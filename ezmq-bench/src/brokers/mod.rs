@@ -333,12 +333,14 @@ async fn consume<B: RawBroker>(b: &B, s: &Settings) -> BoxResult<(Table, f64)> {
         "Queue pre-filled with {n} messages of {BODY_LEN} B before each run (raw sends, not \
          timed). Raw: {} ezmq: `add_consume_listener_with(q, concurrency {k})`, a handler that \
          only counts, auto-ack; timed from the listener start until the last handler \
-         returned (its ack batch still in flight). {} repeat(s), raw and ezmq alternating.",
-        notes.consume, s.repeats
+         returned (its ack batch still in flight). {} repeat(s), raw and ezmq alternating, \
+         each side first in every other repeat.",
+        notes.consume,
+        consume_repeats(s)
     ));
     let mut best = [(0f64, None::<Duration>); 2];
-    for _ in 0..s.repeats {
-        for (i, imp) in [Imp::Raw, Imp::Ezmq].into_iter().enumerate() {
+    for repeat in 0..consume_repeats(s) {
+        for (i, imp) in alternating(repeat) {
             if !s.runs(imp) {
                 continue;
             }
@@ -383,6 +385,23 @@ async fn consume<B: RawBroker>(b: &B, s: &Settings) -> BoxResult<(Table, f64)> {
         },
     ]);
     Ok((table, r))
+}
+
+/// Repeats of a consume cell: one more than the push cells', as the
+/// noisiest goal cells get.
+pub(crate) fn consume_repeats(s: &Settings) -> usize {
+    s.repeats + 1
+}
+
+/// Raw then ezmq on even repeats, ezmq then raw on odd ones (with each
+/// side's index in the results), so neither always runs on a broker the
+/// other just loaded.
+pub(crate) fn alternating(repeat: usize) -> [(usize, Imp); 2] {
+    if repeat % 2 == 0 {
+        [(0, Imp::Raw), (1, Imp::Ezmq)]
+    } else {
+        [(1, Imp::Ezmq), (0, Imp::Raw)]
+    }
 }
 
 /// The ezmq listener draining `n` messages; returns the time taken.

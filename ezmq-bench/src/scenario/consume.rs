@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use ezmq_disque::{ConsumeOptions, MqClient, MqClientExt};
 use tokio::sync::Notify;
 
+use crate::brokers::{alternating, consume_repeats};
 use crate::scenario::{prefill, unique_queue, Imp, Settings};
 use crate::stats::{process_cpu, rate, us};
 use crate::table::{ratio, verdict, Table};
@@ -47,34 +48,44 @@ pub(crate) async fn run(target: &Target, s: &Settings) -> BoxResult<(Table, f64)
          GETJOB; timed until the last ACK. ezmq: `add_consume_listener_with(q, \
          concurrency {k})`, a handler that only counts, auto-ACK; timed from the listener start \
          until the last handler returned (its ACK is in flight then); its backend is wrapped to count \
-         fetches (one extra boxed future per call). {} repeat(s).",
-        s.repeats
+         fetches (one extra boxed future per call). {} repeat(s), raw and ezmq alternating, \
+         each side first in every other repeat.",
+        consume_repeats(s)
     ));
     let (mut best_raw, mut best_ezmq, mut jobs_per_fetch) = (0f64, 0f64, 0f64);
     let mut cpu = [None::<Duration>; 2];
-    for _ in 0..s.repeats {
-        let (q_raw, q_ezmq) = (unique_queue("consume.raw"), unique_queue("consume.ezmq"));
-        prefill(target, &q_raw, n, BODY_LEN).await?;
-        prefill(target, &q_ezmq, n, BODY_LEN).await?;
-        if s.runs(Imp::Raw) {
-            let cpu0 = process_cpu();
-            let per_sec = raw_loop(target, &q_raw, n, k).await?;
-            if per_sec > best_raw {
-                best_raw = per_sec;
-                cpu[0] = per_job(cpu0, process_cpu(), n);
+    for repeat in 0..consume_repeats(s) {
+        for (_, imp) in alternating(repeat) {
+            if !s.runs(imp) {
+                continue;
             }
-        }
-        if s.runs(Imp::Ezmq) {
+            // Filled right before its run: the other side's queue is not
+            // in the server while this one is drained.
+            let queue = unique_queue(match imp {
+                Imp::Raw => "consume.raw",
+                Imp::Ezmq => "consume.ezmq",
+            });
+            prefill(target, &queue, n, BODY_LEN).await?;
             let cpu0 = process_cpu();
-            let (per_sec, per_fetch) = listener(target, &q_ezmq, n, k).await?;
-            if per_sec > best_ezmq {
-                best_ezmq = per_sec;
-                cpu[1] = per_job(cpu0, process_cpu(), n);
-                jobs_per_fetch = per_fetch;
+            match imp {
+                Imp::Raw => {
+                    let per_sec = raw_loop(target, &queue, n, k).await?;
+                    if per_sec > best_raw {
+                        best_raw = per_sec;
+                        cpu[0] = per_job(cpu0, process_cpu(), n);
+                    }
+                }
+                Imp::Ezmq => {
+                    let (per_sec, per_fetch) = listener(target, &queue, n, k).await?;
+                    if per_sec > best_ezmq {
+                        best_ezmq = per_sec;
+                        cpu[1] = per_job(cpu0, process_cpu(), n);
+                        jobs_per_fetch = per_fetch;
+                    }
+                }
             }
+            raw::drain(&mut target.raw().await?, &queue).await?;
         }
-        raw::drain(&mut target.raw().await?, &q_raw).await?;
-        raw::drain(&mut target.raw().await?, &q_ezmq).await?;
     }
     let r = best_ezmq / best_raw.max(1.0);
     table.row(vec![
