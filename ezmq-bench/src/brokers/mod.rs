@@ -397,7 +397,7 @@ pub(crate) fn consume_repeats(s: &Settings) -> usize {
 /// side's index in the results), so neither always runs on a broker the
 /// other just loaded.
 pub(crate) fn alternating(repeat: usize) -> [(usize, Imp); 2] {
-    if repeat % 2 == 0 {
+    if repeat.is_multiple_of(2) {
         [(0, Imp::Raw), (1, Imp::Ezmq)]
     } else {
         [(1, Imp::Ezmq), (0, Imp::Raw)]
