@@ -268,6 +268,57 @@ async fn concurrency_limit_is_respected() {
     assert_eq!(peak.load(Ordering::SeqCst), 3);
 }
 
+/// Jobs start in the fetch loop while their handlers finish at once; a
+/// handler that works before its first await must not keep the others
+/// waiting behind it: they still run side by side on the worker threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn handlers_busy_before_their_first_await_still_run_in_parallel() {
+    let broker = setup().await;
+    let client = broker.client().await;
+    let topic = broker.unique_topic("cpu-bound");
+    const JOBS: usize = 8;
+    for i in 0..JOBS {
+        client
+            .push(&topic, format!("job-{i}").into())
+            .await
+            .unwrap();
+    }
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    {
+        let (running, peak) = (Arc::clone(&running), Arc::clone(&peak));
+        client
+            .add_consume_listener_with(
+                &topic,
+                ConsumeOptions::new().with_concurrency(4),
+                move |_job: Job| {
+                    let (running, peak, done_tx) =
+                        (Arc::clone(&running), Arc::clone(&peak), done_tx.clone());
+                    async move {
+                        let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                        peak.fetch_max(now, Ordering::SeqCst);
+                        // Stands for CPU work: it holds its thread, no await.
+                        std::thread::sleep(Duration::from_millis(100));
+                        running.fetch_sub(1, Ordering::SeqCst);
+                        let _ = done_tx.send(());
+                        Ok::<(), std::io::Error>(())
+                    }
+                },
+            )
+            .await
+            .unwrap();
+    }
+    for _ in 0..JOBS {
+        recv(&mut done_rx).await;
+    }
+    let peak = peak.load(Ordering::SeqCst);
+    assert!(
+        peak >= 2,
+        "the handlers ran one at a time (peak {peak}), on 4 worker threads"
+    );
+}
+
 #[tokio::test]
 async fn long_handler_is_not_redelivered_while_it_runs() {
     let broker = setup().await;

@@ -1,7 +1,8 @@
 //! The consume-listener runtime.
 //!
-//! A listener is one fetch loop ([`run_loop`]), one task per job
-//! ([`execution`]), one acker that ACKs finished jobs in batches
+//! A listener is one fetch loop ([`run_loop`]), its jobs ([`execution`]:
+//! each starts in the loop and gets a task of its own only if its handler
+//! awaits something), one acker that ACKs finished jobs in batches
 //! ([`acker`]), one heartbeat ticker for long-running jobs
 //! ([`heartbeat`]) and one queue-depth sampler ([`depth`]):
 //!
@@ -35,6 +36,7 @@ mod heartbeat;
 mod registry;
 mod run_loop;
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -125,6 +127,9 @@ pub(crate) struct Ctx {
     slots: Arc<Semaphore>,
     /// The job tasks (handlers and retry timers).
     jobs: TaskTracker,
+    /// True while jobs get their first poll in the fetch loop (see
+    /// `run_loop::dispatch`).
+    inline_first_poll: AtomicBool,
     /// Sends finished jobs' ACKs in batches.
     acker: acker::Acker,
     /// Extends the leases of long-running jobs; `None` on brokers without
@@ -161,6 +166,7 @@ pub(crate) fn start(
         dead_letter,
         control: Arc::clone(&control),
         jobs: TaskTracker::new(),
+        inline_first_poll: AtomicBool::new(true),
         acker,
         heartbeats,
     });

@@ -1,7 +1,11 @@
 //! The fetch loop of a listener.
 
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
@@ -145,7 +149,14 @@ fn take_free(ctx: &Ctx, permits: &mut Vec<OwnedSemaphorePermit>) {
     }
 }
 
-/// Starts a task per job, each with its slot.
+/// Runs each job with its slot: its first poll here, in the fetch loop, and
+/// only a job that did not finish in it gets a task of its own. Most
+/// handlers of a busy listener finish at once, and a task per job (its
+/// allocation, scheduling and wake-ups) was the largest part of the
+/// listener's own cost. A handler whose first poll holds the loop longer
+/// than [`INLINE_LIMIT`] (CPU work before its first await) turns this off
+/// for the listener: its jobs then all start in tasks of their own, where
+/// they run in parallel on every worker thread.
 async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedSemaphorePermit>) {
     let mut permits = permits.into_iter();
     let mut excess = Vec::new();
@@ -155,13 +166,45 @@ async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedS
             continue;
         };
         let span = telemetry::process_span(ctx.backend.name(), &ctx.source, &delivery.job);
-        ctx.jobs
-            .spawn(execution::run_job(Arc::clone(ctx), delivery, permit).instrument(span));
+        let job = execution::run_job(Arc::clone(ctx), delivery, permit).instrument(span);
+        if !ctx.inline_first_poll.load(Ordering::Relaxed) {
+            ctx.jobs.spawn(job);
+            continue;
+        }
+        let mut job = Box::pin(job);
+        let started = Instant::now();
+        let polled = std::future::poll_fn(|cx| {
+            Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| {
+                job.as_mut().poll(cx)
+            })))
+        })
+        .await;
+        if started.elapsed() > INLINE_LIMIT {
+            ctx.inline_first_poll.store(false, Ordering::Relaxed);
+            tracing::debug!(
+                first_poll = ?started.elapsed(),
+                "a handler held the fetch loop; this listener's jobs now start in tasks of their own"
+            );
+        }
+        match polled {
+            Ok(Poll::Ready(())) => {}
+            Ok(Poll::Pending) => {
+                ctx.jobs.spawn(job);
+            }
+            // The handler's own panics are caught in `execution`; this is
+            // one of ezmq's, and it costs that job only, as it would in a
+            // task (the broker redelivers the job when its lease ends).
+            Err(_) => tracing::error!("job processing panicked; the job is left to its lease"),
+        }
     }
     if !excess.is_empty() {
         give_back(excess, "backend returned more jobs than asked").await;
     }
 }
+
+/// Longest first poll of a job run in the fetch loop before the listener
+/// starts every job in a task of its own.
+const INLINE_LIMIT: Duration = Duration::from_micros(200);
 
 /// Puts jobs that were received but will not run back in the queue.
 async fn give_back(deliveries: Vec<Delivery>, reason: &'static str) {
