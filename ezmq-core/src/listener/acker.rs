@@ -14,13 +14,19 @@
 //! a listener than its concurrency, and the fetch loop only asks for free
 //! slots.
 //!
+//! While the fetch loop runs a fetched batch's first polls it holds the
+//! acker ([`Acker::hold`]): the jobs that finish there are ACKed together
+//! once the batch is through, in one command instead of a first one with
+//! the first job and a second with the rest.
+//!
 //! A failed batch is retried one by one; a job whose ACK fails again is
 //! logged and left to redelivery when its lease ends (at-least-once: nothing is
 //! ever ACKed that did not succeed).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use crate::spi::{Backend, DeliveryHandle};
@@ -40,21 +46,62 @@ struct Pending {
 #[derive(Debug)]
 pub(crate) struct Acker {
     tx: mpsc::UnboundedSender<Pending>,
+    holds: Arc<Holds>,
 }
 
 /// The receiving end, consumed by [`run`].
 #[derive(Debug)]
 pub(crate) struct AckQueue {
     rx: mpsc::UnboundedReceiver<Pending>,
+    holds: Arc<Holds>,
+}
+
+/// How many [`Hold`]s are out, and the signal that the last one ended.
+#[derive(Debug, Default)]
+struct Holds {
+    count: AtomicUsize,
+    released: Notify,
+}
+
+/// Keeps the acker from sending until dropped (see [`Acker::hold`]).
+#[derive(Debug)]
+pub(crate) struct Hold {
+    holds: Arc<Holds>,
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.holds.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // A permit is stored if the acker is not waiting yet.
+            self.holds.released.notify_one();
+        }
+    }
 }
 
 /// A connected [`Acker`] and [`AckQueue`].
 pub(crate) fn channel() -> (Acker, AckQueue) {
     let (tx, rx) = mpsc::unbounded_channel();
-    (Acker { tx }, AckQueue { rx })
+    let holds = Arc::new(Holds::default());
+    (
+        Acker {
+            tx,
+            holds: Arc::clone(&holds),
+        },
+        AckQueue { rx, holds },
+    )
 }
 
 impl Acker {
+    /// Holds the ACKs of jobs that finish until the returned guard is
+    /// dropped, so they go out together. The holder must not wait for an
+    /// ACK while it holds (nothing would send it).
+    pub(crate) fn hold(&self) -> Hold {
+        self.holds.count.fetch_add(1, Ordering::AcqRel);
+        Hold {
+            holds: Arc::clone(&self.holds),
+        }
+    }
+
     /// Queues `id` for acknowledgement; `slot` is freed once it is ACKed.
     /// Falls back to a direct [`Backend::ack`] when the acker is gone
     /// (it only stops after every job task has ended, so this is a safety
@@ -70,7 +117,7 @@ impl Acker {
 /// before that. The listener cancels `finish` only once all its job tasks
 /// have ended, so the flush covers every ACK the listener will ever send.
 pub(crate) async fn run(backend: Arc<dyn Backend>, queue: AckQueue, finish: CancellationToken) {
-    let AckQueue { mut rx } = queue;
+    let AckQueue { mut rx, holds } = queue;
     let mut batch = Batch::default();
     loop {
         let first = tokio::select! {
@@ -83,6 +130,9 @@ pub(crate) async fn run(backend: Arc<dyn Backend>, queue: AckQueue, finish: Canc
             () = finish.cancelled() => break,
         };
         batch.push(first);
+        while holds.count.load(Ordering::Acquire) > 0 {
+            holds.released.notified().await;
+        }
         // Whatever else is ready now; never wait for more.
         while batch.handles.len() < MAX_BATCH {
             match rx.try_recv() {

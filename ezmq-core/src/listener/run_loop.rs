@@ -160,6 +160,8 @@ fn take_free(ctx: &Ctx, permits: &mut Vec<OwnedSemaphorePermit>) {
 async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedSemaphorePermit>) {
     let mut permits = permits.into_iter();
     let mut excess = Vec::new();
+    // Nothing below waits for an ACK.
+    let hold = ctx.acker.hold();
     for delivery in deliveries {
         let Some(permit) = permits.next() else {
             excess.push(delivery);
@@ -197,6 +199,7 @@ async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedS
             Err(_) => tracing::error!("job processing panicked; the job is left to its lease"),
         }
     }
+    drop(hold);
     if !excess.is_empty() {
         give_back(excess, "backend returned more jobs than asked").await;
     }
