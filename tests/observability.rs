@@ -21,26 +21,10 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use tokio::sync::mpsc;
 use tracing_subscriber::layer::SubscriberExt;
 
-const BOUND: Duration = Duration::from_secs(20);
+mod support;
+use support::connect;
 
-/// The client at `url`, or `None` (after printing the skip line) when no
-/// broker answers there and `EZMQ_REQUIRE_BROKERS` does not name `backend`.
-async fn connect(url: &str, backend: &str) -> Option<ezmq::Client> {
-    match ezmq::connect_url(url).await {
-        Ok(client) => Some(client),
-        Err(e) if e.is_connection_error() => {
-            let require = std::env::var(ezmq_conformance::REQUIRE_ENV).ok();
-            assert!(
-                !ezmq_conformance::is_required(backend, require.as_deref()),
-                "{} requires {backend}, but nothing answers at {url}: {e}",
-                ezmq_conformance::REQUIRE_ENV
-            );
-            println!("skipped: no broker at {url}");
-            None
-        }
-        Err(e) => panic!("connecting to {url}: {e}"),
-    }
-}
+const BOUND: Duration = Duration::from_secs(20);
 
 fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicU64, Ordering};

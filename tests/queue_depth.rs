@@ -12,26 +12,10 @@ use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
 use tokio::sync::{mpsc, Semaphore};
 
-const BOUND: Duration = Duration::from_secs(20);
+mod support;
+use support::connect;
 
-/// The client at `url`, or `None` (after printing the skip line) when no
-/// broker answers there and `EZMQ_REQUIRE_BROKERS` does not name `backend`.
-async fn connect(url: &str, backend: &str) -> Option<ezmq::Client> {
-    match ezmq::connect_url(url).await {
-        Ok(client) => Some(client),
-        Err(e) if e.is_connection_error() => {
-            let require = std::env::var(ezmq_conformance::REQUIRE_ENV).ok();
-            assert!(
-                !ezmq_conformance::is_required(backend, require.as_deref()),
-                "{} requires {backend}, but nothing answers at {url}: {e}",
-                ezmq_conformance::REQUIRE_ENV
-            );
-            println!("skipped: no broker at {url}");
-            None
-        }
-        Err(e) => panic!("connecting to {url}: {e}"),
-    }
-}
+const BOUND: Duration = Duration::from_secs(20);
 
 async fn check(url: &str, backend: &str) {
     let recorder = DebuggingRecorder::new();
