@@ -49,7 +49,9 @@ impl ExclusiveClaim for RabbitBackend {
         let name = queue.clone();
         session
             .declaring(&queue, move |channel| async move {
-                topology::declare_queue(&channel, &name, options, args).await
+                topology::declare_queue(&channel, &name, options, args)
+                    .await
+                    .map(drop)
             })
             .await?;
         let properties = BasicProperties::default()

@@ -31,8 +31,8 @@ pub(crate) struct Session {
     declarer: Arc<tokio::sync::Mutex<Option<Channel>>>,
     /// The tasks declarations run in. A declaration finishes even when its
     /// caller is dropped half-way: abandoned, it would leave the channel
-    /// with an answer (a missing queue's 404 closes the channel) that the
-    /// next declaration would take for its own.
+    /// with an answer (a refusal closes the channel) that the next
+    /// declaration would take for its own.
     declarations: StdMutex<JoinSet<()>>,
     declared: StdMutex<HashSet<String>>,
 }
@@ -77,8 +77,7 @@ impl Session {
         self.connection.status().connected()
     }
 
-    /// A new channel (for consumers, and for declarations that may fail
-    /// and close their channel).
+    /// A new channel (for consumers and reply inboxes).
     pub(crate) async fn channel(&self) -> Result<Channel, RabbitError> {
         open_channel(&self.connection).await
     }
@@ -102,7 +101,8 @@ impl Session {
     /// Runs `declare` on the declaring channel, in a task of its own that
     /// finishes even when the caller is dropped. Declarations take turns;
     /// a channel the broker closed (it does when it refuses one, e.g. a
-    /// passive declare of a missing queue) is replaced before the next.
+    /// queue declared again with other arguments) is replaced before the
+    /// next.
     pub(crate) async fn declaring<T, F, Fut>(
         &self,
         target: &str,
@@ -120,18 +120,13 @@ impl Session {
             let mut slot = declarer.lock().await;
             let channel = match slot.as_ref().filter(|c| c.status().connected()) {
                 Some(channel) => channel.clone(),
-                None => {
-                    let fresh = open_channel(&connection).await;
-                    let fresh = match fresh {
-                        Ok(fresh) => fresh,
-                        Err(err) => {
-                            let _ = answer.send(Err(err));
-                            return;
-                        }
-                    };
-                    *slot = Some(fresh.clone());
-                    fresh
-                }
+                None => match open_channel(&connection).await {
+                    Ok(fresh) => slot.insert(fresh).clone(),
+                    Err(err) => {
+                        let _ = answer.send(Err(err));
+                        return;
+                    }
+                },
             };
             let _ = answer.send(declare(channel).await);
         };

@@ -5,8 +5,6 @@ use ezmq_core::spi::QueueStats;
 use ezmq_core::{Result, Topic};
 
 use crate::backend::RabbitBackend;
-use crate::error::RabbitError;
-use crate::names::short;
 use crate::topology;
 
 #[async_trait]
@@ -25,18 +23,7 @@ impl QueueStats for RabbitBackend {
         self.inner.ensure_open()?;
         let session = self.inner.connector.session().await?;
         let queue = self.inner.names.topic_queue(topic);
-        let name = short("queue", &queue)?;
-        let options = topology::queue_options(&self.inner.config);
-        let args = topology::queue_args(&self.inner.config);
-        let target = queue.clone();
-        let declared = session
-            .declaring(&queue, move |channel| async move {
-                channel
-                    .queue_declare(name, options, args)
-                    .await
-                    .map_err(|e| RabbitError::amqp("queue.declare", target, e))
-            })
-            .await?;
-        Ok(u64::from(declared.message_count()))
+        let ready = topology::topic_queue_len(&session, &self.inner.config, &queue).await?;
+        Ok(u64::from(ready))
     }
 }

@@ -30,7 +30,7 @@ pub(crate) fn millis(d: Duration) -> AMQPValue {
     AMQPValue::LongLongInt(i64::try_from(d.as_millis()).unwrap_or(i64::MAX).max(1))
 }
 
-pub(crate) fn queue_options(config: &RabbitConfig) -> QueueDeclareOptions {
+fn queue_options(config: &RabbitConfig) -> QueueDeclareOptions {
     QueueDeclareOptions {
         durable: config.durable || config.queue_type == QueueType::Quorum,
         ..QueueDeclareOptions::default()
@@ -72,9 +72,25 @@ pub(crate) async fn topic_queue(
 ) -> Result<(), RabbitError> {
     let (options, args, name) = (queue_options(config), queue_args(config), queue.to_owned());
     once(session, format!("q:{queue}"), queue, move |ch| async move {
-        declare_queue(&ch, &name, options, args).await
+        declare_queue(&ch, &name, options, args).await.map(drop)
     })
     .await
+}
+
+/// Declares a topic's queue again (as [`topic_queue`] does) for the
+/// number of messages ready in it, which the broker answers with.
+pub(crate) async fn topic_queue_len(
+    session: &Session,
+    config: &RabbitConfig,
+    queue: &str,
+) -> Result<u32, RabbitError> {
+    let (options, args, name) = (queue_options(config), queue_args(config), queue.to_owned());
+    session
+        .declaring(queue, move |ch| async move {
+            declare_queue(&ch, &name, options, args).await
+        })
+        .await
+        .map(|declared| declared.message_count())
 }
 
 /// Forgets that a topic's queue was declared (it was deleted).
@@ -87,12 +103,11 @@ pub(crate) async fn declare_queue(
     queue: &str,
     options: QueueDeclareOptions,
     args: FieldTable,
-) -> Result<(), RabbitError> {
+) -> Result<lapin::Queue, RabbitError> {
     channel
         .queue_declare(short("queue", queue)?, options, args)
         .await
-        .map_err(|e| RabbitError::amqp("queue.declare", queue, e))?;
-    Ok(())
+        .map_err(|e| RabbitError::amqp("queue.declare", queue, e))
 }
 
 /// Declares the fan-out exchange of a broadcast topic.

@@ -8,6 +8,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -45,22 +46,20 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
     ctx.jobs.close();
     ctx.jobs.wait().await;
     drop(wind_down_guard);
-    if let Err(err) = acker.await {
-        tracing::error!(task = "acker", cause = %err, "listener task failed");
-    }
-    if let Some(Err(err)) = match ticker {
-        Some(ticker) => Some(ticker.await),
-        None => None,
-    } {
-        tracing::error!(task = "lease extender", cause = %err, "listener task failed");
-    }
-    if let Some(Err(err)) = match sampler {
-        Some(sampler) => Some(sampler.await),
-        None => None,
-    } {
-        tracing::error!(task = "queue depth sampler", cause = %err, "listener task failed");
-    }
+    join("acker", Some(acker)).await;
+    join("lease extender", ticker).await;
+    join("queue depth sampler", sampler).await;
     tracing::debug!("listener stopped");
+}
+
+/// Waits for one of the listener's helper tasks, logging its failure.
+async fn join(task: &'static str, handle: Option<JoinHandle<()>>) {
+    if let Some(Err(err)) = match handle {
+        Some(handle) => Some(handle.await),
+        None => None,
+    } {
+        tracing::error!(task, cause = %err, "listener task failed");
+    }
 }
 
 async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
@@ -181,10 +180,11 @@ async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedS
             })))
         })
         .await;
-        if started.elapsed() > INLINE_LIMIT {
+        let first_poll = started.elapsed();
+        if first_poll > INLINE_LIMIT {
             ctx.inline_first_poll.store(false, Ordering::Relaxed);
             tracing::debug!(
-                first_poll = ?started.elapsed(),
+                ?first_poll,
                 "a handler held the fetch loop; this listener's jobs now start in tasks of their own"
             );
         }
