@@ -82,6 +82,12 @@ pub struct RabbitConfig {
     pub consumer_timeout: Duration,
     /// Bound of one connection attempt. Default 10 s.
     pub connect_timeout: Duration,
+    /// Bound of every exchange with the broker once connected: a publish
+    /// and its confirm, a declaration, opening or closing a channel. A
+    /// broker that stops answering (hung, or blocking publishers under a
+    /// memory or disk alarm) fails the call with a retryable timeout
+    /// instead of holding it forever. Default 10 s.
+    pub operation_timeout: Duration,
     /// Longest pause between reconnection attempts (they start at 100 ms
     /// and double). Default 5 s.
     pub max_reconnect_backoff: Duration,
@@ -103,6 +109,7 @@ impl fmt::Debug for RabbitConfig {
             .field("queue_prefix", &self.queue_prefix)
             .field("consumer_timeout", &self.consumer_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("operation_timeout", &self.operation_timeout)
             .field("max_reconnect_backoff", &self.max_reconnect_backoff)
             .field("delay_levels", &self.delay_levels)
             .finish()
@@ -120,6 +127,7 @@ impl Default for RabbitConfig {
             queue_prefix: String::new(),
             consumer_timeout: Duration::from_secs(30 * 60),
             connect_timeout: Duration::from_secs(10),
+            operation_timeout: Duration::from_secs(10),
             max_reconnect_backoff: Duration::from_secs(5),
             delay_levels: 32,
         }
@@ -183,6 +191,13 @@ impl RabbitConfig {
         self
     }
 
+    /// Sets [`RabbitConfig::operation_timeout`].
+    #[must_use]
+    pub fn with_operation_timeout(mut self, timeout: Duration) -> Self {
+        self.operation_timeout = timeout;
+        self
+    }
+
     /// Sets [`RabbitConfig::max_reconnect_backoff`].
     #[must_use]
     pub fn with_max_reconnect_backoff(mut self, backoff: Duration) -> Self {
@@ -228,6 +243,12 @@ impl RabbitConfig {
         }
         if self.connect_timeout.is_zero() {
             return Err(Error::invalid_option("connect_timeout", "must not be zero"));
+        }
+        if self.operation_timeout.is_zero() {
+            return Err(Error::invalid_option(
+                "operation_timeout",
+                "must not be zero",
+            ));
         }
         Ok(())
     }

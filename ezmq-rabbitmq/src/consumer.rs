@@ -18,7 +18,7 @@ use crate::delivery::{Message, RabbitDelivery, Tracker};
 use crate::error::RabbitError;
 use crate::names::short;
 use crate::publish::{self, Outgoing, EXPIRES_AT_HEADER, REMAINING_HEADER};
-use crate::session::Session;
+use crate::session::{close_channel, Session};
 use crate::topology;
 
 /// A live consumer on one queue.
@@ -27,6 +27,8 @@ pub(crate) struct ConsumerState {
     stream: Consumer,
     tracker: Arc<Tracker>,
     prefetch: u16,
+    /// The session's operation timeout, bounding the close.
+    timeout: Duration,
 }
 
 impl fmt::Debug for ConsumerState {
@@ -47,12 +49,7 @@ impl ConsumerState {
     /// Closes the consumer's channel: its unacknowledged messages go back
     /// to the queue.
     pub(crate) async fn close(self) {
-        let channel = &self.tracker.channel;
-        if channel.status().connected() {
-            if let Err(err) = channel.close(200, "consumer closed".into()).await {
-                tracing::debug!(cause = %err, "closing a consumer channel failed");
-            }
-        }
+        close_channel(&self.tracker.channel, self.timeout, "consumer closed").await;
     }
 
     fn is_usable(&self, session: &Session) -> bool {
@@ -83,25 +80,33 @@ async fn open(
     // applies it to consumers started after it, so it is fixed for the
     // consumer's life: the first fetch's size, the listener's concurrency
     // (an idle listener fetches with every slot free).
-    channel
-        .basic_qos(prefetch, BasicQosOptions { global: false })
-        .await
-        .map_err(|e| RabbitError::amqp("basic.qos", queue, e))?;
-    let stream = channel
-        .basic_consume(
-            short("queue", queue)?,
-            "".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|e| RabbitError::amqp("basic.consume", queue, e))?;
+    let qos = channel.basic_qos(prefetch, BasicQosOptions { global: false });
+    session
+        .bounded("basic.qos", queue, async {
+            qos.await
+                .map_err(|e| RabbitError::amqp("basic.qos", queue, e))
+        })
+        .await?;
+    let consume = channel.basic_consume(
+        short("queue", queue)?,
+        "".into(),
+        BasicConsumeOptions::default(),
+        FieldTable::default(),
+    );
+    let stream = session
+        .bounded("basic.consume", queue, async {
+            consume
+                .await
+                .map_err(|e| RabbitError::amqp("basic.consume", queue, e))
+        })
+        .await?;
     tracing::debug!(queue, prefetch, "consumer started");
     Ok(ConsumerState {
         generation: session.generation,
         stream,
         tracker: Arc::new(Tracker::new(channel, queue.to_owned())),
         prefetch,
+        timeout: session.timeout(),
     })
 }
 

@@ -135,21 +135,25 @@ pub(crate) async fn confirm(
         exchange
     };
     let channel = session.publisher().await?;
-    let confirm = channel
-        .basic_publish(
-            short("exchange", exchange)?,
-            short("routing key", routing_key)?,
-            BasicPublishOptions {
-                mandatory,
-                ..BasicPublishOptions::default()
-            },
-            body,
-            properties,
-        )
-        .await
-        .map_err(|e| RabbitError::amqp("basic.publish", target, e))?
-        .await
-        .map_err(|e| RabbitError::amqp("basic.publish", target, e))?;
+    let publish = channel.basic_publish(
+        short("exchange", exchange)?,
+        short("routing key", routing_key)?,
+        BasicPublishOptions {
+            mandatory,
+            ..BasicPublishOptions::default()
+        },
+        body,
+        properties,
+    );
+    let confirm = session
+        .bounded("basic.publish", target, async {
+            publish
+                .await
+                .map_err(|e| RabbitError::amqp("basic.publish", target, e))?
+                .await
+                .map_err(|e| RabbitError::amqp("basic.publish", target, e))
+        })
+        .await?;
     match confirm {
         Confirmation::Ack(None) | Confirmation::NotRequested => Ok(()),
         Confirmation::Ack(Some(returned)) => Err(RabbitError::Returned {

@@ -16,6 +16,7 @@ use crate::backend::RabbitBackend;
 use crate::error::RabbitError;
 use crate::names::short;
 use crate::publish::{self, ceil_millis};
+use crate::session::within;
 
 #[async_trait]
 impl ReplyChannel for RabbitBackend {
@@ -28,31 +29,40 @@ impl ReplyChannel for RabbitBackend {
         self.inner.ensure_open()?;
         let session = self.inner.connector.session().await?;
         let channel = session.channel().await?;
-        let queue = channel
-            .queue_declare(
-                "".into(),
-                QueueDeclareOptions::exclusive().auto_delete(),
-                FieldTable::default(),
-            )
-            .await
-            .map_err(|e| RabbitError::amqp("queue.declare", "(reply inbox)", e))?;
+        let declare = channel.queue_declare(
+            "".into(),
+            QueueDeclareOptions::exclusive().auto_delete(),
+            FieldTable::default(),
+        );
+        let queue = session
+            .bounded("queue.declare", "(reply inbox)", async {
+                declare
+                    .await
+                    .map_err(|e| RabbitError::amqp("queue.declare", "(reply inbox)", e))
+            })
+            .await?;
         let address = queue.name().as_str().to_owned();
-        let stream = channel
-            .basic_consume(
-                queue.name().clone(),
-                "".into(),
-                BasicConsumeOptions {
-                    no_ack: true,
-                    exclusive: true,
-                    ..BasicConsumeOptions::default()
-                },
-                FieldTable::default(),
-            )
-            .await
-            .map_err(|e| RabbitError::amqp("basic.consume", address.as_str(), e))?;
+        let consume = channel.basic_consume(
+            queue.name().clone(),
+            "".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                exclusive: true,
+                ..BasicConsumeOptions::default()
+            },
+            FieldTable::default(),
+        );
+        let stream = session
+            .bounded("basic.consume", &address, async {
+                consume
+                    .await
+                    .map_err(|e| RabbitError::amqp("basic.consume", address.as_str(), e))
+            })
+            .await?;
         Ok(Box::new(RabbitInbox {
             address,
             channel,
+            timeout: session.timeout(),
             stream: tokio::sync::Mutex::new(stream),
         }))
     }
@@ -76,6 +86,8 @@ impl ReplyChannel for RabbitBackend {
 struct RabbitInbox {
     address: String,
     channel: Channel,
+    /// The session's operation timeout, bounding the close.
+    timeout: Duration,
     stream: tokio::sync::Mutex<Consumer>,
 }
 
@@ -115,10 +127,13 @@ impl Inbox for RabbitInbox {
 
     async fn close(&self) -> Result<()> {
         if self.channel.status().connected() {
-            self.channel
-                .close(200, "inbox closed".into())
-                .await
-                .map_err(|e| RabbitError::amqp("channel.close", self.address.as_str(), e))?;
+            let closing = async {
+                self.channel
+                    .close(200, "inbox closed".into())
+                    .await
+                    .map_err(|e| RabbitError::amqp("channel.close", self.address.as_str(), e))
+            };
+            within(self.timeout, "channel.close", &self.address, closing).await?;
         }
         Ok(())
     }

@@ -23,6 +23,8 @@ use crate::error::RabbitError;
 /// declared on it (declarations are redone after a reconnect).
 pub(crate) struct Session {
     pub(crate) generation: u64,
+    /// [`RabbitConfig::operation_timeout`].
+    timeout: Duration,
     connection: Arc<Connection>,
     publisher: StdMutex<Channel>,
     /// The channel declarations go through, opened on first use and
@@ -61,9 +63,17 @@ impl Session {
             target: url.clone(),
         })?
         .map_err(|e| RabbitError::amqp("connect", url.clone(), e))?;
-        let publisher = confirm_channel(&connection).await?;
+        let timeout = config.operation_timeout;
+        let publisher = within(
+            timeout,
+            "channel.open",
+            "publisher",
+            confirm_channel(&connection),
+        )
+        .await?;
         Ok(Session {
             generation,
+            timeout,
             connection: Arc::new(connection),
             publisher: StdMutex::new(publisher),
             declarer: Arc::new(tokio::sync::Mutex::new(None)),
@@ -79,7 +89,24 @@ impl Session {
 
     /// A new channel (for consumers and reply inboxes).
     pub(crate) async fn channel(&self) -> Result<Channel, RabbitError> {
-        open_channel(&self.connection).await
+        self.bounded("channel.open", "", open_channel(&self.connection))
+            .await
+    }
+
+    /// Runs `op` (an exchange with the broker) within
+    /// [`RabbitConfig::operation_timeout`].
+    pub(crate) async fn bounded<T>(
+        &self,
+        op: &'static str,
+        target: &str,
+        exchange: impl Future<Output = Result<T, RabbitError>>,
+    ) -> Result<T, RabbitError> {
+        within(self.timeout, op, target, exchange).await
+    }
+
+    /// [`RabbitConfig::operation_timeout`].
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// The publisher-confirm channel, reopened when the broker closed it.
@@ -88,7 +115,13 @@ impl Session {
         if let Some(channel) = current.filter(|c| c.status().connected()) {
             return Ok(channel);
         }
-        let fresh = confirm_channel(&self.connection).await?;
+        let fresh = self
+            .bounded(
+                "channel.open",
+                "publisher",
+                confirm_channel(&self.connection),
+            )
+            .await?;
         if let Ok(mut slot) = self.publisher.lock() {
             if slot.status().connected() {
                 return Ok(slot.clone());
@@ -116,11 +149,13 @@ impl Session {
         let (answer, answered) = oneshot::channel();
         let connection = Arc::clone(&self.connection);
         let declarer = Arc::clone(&self.declarer);
+        let (limit, name) = (self.timeout, target.to_owned());
         let declaration = async move {
             let mut slot = declarer.lock().await;
             let channel = match slot.as_ref().filter(|c| c.status().connected()) {
                 Some(channel) => channel.clone(),
-                None => match open_channel(&connection).await {
+                None => match within(limit, "channel.open", &name, open_channel(&connection)).await
+                {
                     Ok(fresh) => slot.insert(fresh).clone(),
                     Err(err) => {
                         let _ = answer.send(Err(err));
@@ -128,7 +163,14 @@ impl Session {
                     }
                 },
             };
-            let _ = answer.send(declare(channel).await);
+            let outcome = within(limit, "declare", &name, declare(channel.clone())).await;
+            if matches!(outcome, Err(RabbitError::Timeout { .. })) {
+                // Its answer may still come: the next declaration must not
+                // take it for its own.
+                *slot = None;
+                close_channel(&channel, limit, "declaration timed out").await;
+            }
+            let _ = answer.send(outcome);
         };
         match self.declarations.lock() {
             Ok(mut tasks) => {
@@ -141,11 +183,18 @@ impl Session {
                 })
             }
         }
-        answered.await.unwrap_or_else(|_| {
-            Err(RabbitError::Interrupted {
+        // The declaration bounds each of its steps; this bounds the wait
+        // for the declarations queued before it as well.
+        match tokio::time::timeout(self.timeout.saturating_mul(2), answered).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(RabbitError::Interrupted {
                 target: target.to_owned(),
-            })
-        })
+            }),
+            Err(_) => Err(RabbitError::Timeout {
+                op: "declare",
+                target: target.to_owned(),
+            }),
+        }
     }
 
     /// True when `key` was declared on this connection.
@@ -174,14 +223,51 @@ impl Session {
         };
         declarations.shutdown().await;
         if self.is_alive() {
-            if let Err(err) = self
-                .connection
-                .close(200, "ezmq client closed".into())
-                .await
-            {
+            let closing = async {
+                self.connection
+                    .close(200, "ezmq client closed".into())
+                    .await
+                    .map_err(|e| RabbitError::amqp("connection.close", "", e))
+            };
+            if let Err(err) = self.bounded("connection.close", "", closing).await {
                 tracing::debug!(cause = %err, "closing the AMQP connection failed");
             }
         }
+    }
+}
+
+/// `exchange`, or [`RabbitError::Timeout`] when it takes longer than
+/// `limit`.
+pub(crate) async fn within<T>(
+    limit: Duration,
+    op: &'static str,
+    target: &str,
+    exchange: impl Future<Output = Result<T, RabbitError>>,
+) -> Result<T, RabbitError> {
+    tokio::time::timeout(limit, exchange)
+        .await
+        .unwrap_or_else(|_| {
+            Err(RabbitError::Timeout {
+                op,
+                target: target.to_owned(),
+            })
+        })
+}
+
+/// Closes `channel` (a consumer's, an inbox's) within `limit`: a broker
+/// that stopped answering cannot hold up a shutdown.
+pub(crate) async fn close_channel(channel: &Channel, limit: Duration, why: &str) {
+    if !channel.status().connected() {
+        return;
+    }
+    let closing = async {
+        channel
+            .close(200, why.into())
+            .await
+            .map_err(|e| RabbitError::amqp("channel.close", "", e))
+    };
+    if let Err(err) = within(limit, "channel.close", "", closing).await {
+        tracing::debug!(cause = %err, "closing a channel failed");
     }
 }
 

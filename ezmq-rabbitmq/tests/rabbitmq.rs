@@ -563,3 +563,49 @@ async fn listener_consumes_pushes_by_url() {
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     support::cleanup(&[topic], &[]).await;
 }
+
+#[tokio::test]
+async fn hung_broker_fails_calls_in_time_and_close_completes() {
+    let Some(config) = support::config().await else {
+        return;
+    };
+    // The real broker behind a relay that can freeze: connections stay
+    // open and nothing is answered, as with a stopped broker process.
+    let proxy = ezmq_test_support::StallingProxy::start(&support::broker_addr()).await;
+    let config = config
+        .with_url(support::url_via(proxy.addr()))
+        .with_operation_timeout(Duration::from_secs(1));
+    let backend = RabbitBackend::connect(config).await.unwrap();
+    let topic = support::topic("hung");
+    let t = Topic::new(&topic).unwrap();
+    backend
+        .publish(&t, "before".into(), &PushOptions::new())
+        .await
+        .unwrap();
+
+    proxy.stall();
+    // Generous bounds: the calls give up after about 1 s.
+    let bound = Duration::from_secs(15);
+    let opts = PushOptions::new();
+    let publish = backend.publish(&t, "during".into(), &opts);
+    let err = tokio::time::timeout(bound, publish)
+        .await
+        .expect("a publish to a hung broker was held past 15 s")
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert!(err.to_string().contains("timed out"), "{err}");
+    let other = Topic::new(support::topic("hung-other")).unwrap();
+    let stats = backend.queue_stats().unwrap();
+    let err = tokio::time::timeout(bound, stats.queue_len(&other))
+        .await
+        .expect("queue_len on a hung broker was held past 15 s")
+        .unwrap_err();
+    assert!(err.to_string().contains("timed out"), "{err}");
+    tokio::time::timeout(bound, backend.close())
+        .await
+        .expect("closing the client of a hung broker was held past 15 s")
+        .unwrap();
+
+    proxy.resume();
+    support::cleanup(&[topic, other.as_str().to_owned()], &[]).await;
+}

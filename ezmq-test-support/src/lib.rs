@@ -18,7 +18,9 @@
 //! ```
 
 mod brokers;
+mod proxy;
 pub use brokers::{amqp_url, broker_required, redis_url, skip_or_require, REQUIRE_ENV};
+pub use proxy::StallingProxy;
 
 use std::future::Future;
 use std::sync::Once;

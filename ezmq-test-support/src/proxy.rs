@@ -1,0 +1,113 @@
+//! A TCP relay in front of a real broker whose traffic can be frozen: the
+//! broker then looks hung to its clients (connections stay open, nothing
+//! is answered), as a stopped process or a stalled network looks.
+
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Relays `127.0.0.1:<port>` to an upstream address until dropped;
+/// [`StallingProxy::stall`] freezes every byte in both directions until
+/// [`StallingProxy::resume`].
+///
+/// ```no_run
+/// # async fn demo() {
+/// use ezmq_test_support::StallingProxy;
+///
+/// let proxy = StallingProxy::start("127.0.0.1:5672").await;
+/// let url = format!("amqp://guest:guest@{}/%2f", proxy.addr());
+/// // ... connect through `url`, then:
+/// proxy.stall(); // the broker now looks hung
+/// proxy.resume();
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct StallingProxy {
+    addr: SocketAddr,
+    stalled: watch::Sender<bool>,
+    /// The accept loop; it owns the relays, so aborting it ends them all.
+    relay: tokio::task::JoinHandle<()>,
+}
+
+impl StallingProxy {
+    /// Listens on a free loopback port and relays each connection to
+    /// `upstream` (`host:port`). Panics when it cannot listen (a test
+    /// helper, not library code).
+    pub async fn start(upstream: &str) -> StallingProxy {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the proxy's port");
+        let addr = listener.local_addr().expect("the proxy's address");
+        let (stalled, watching) = watch::channel(false);
+        let upstream = upstream.to_owned();
+        let relay = tokio::spawn(accept(listener, upstream, watching));
+        StallingProxy {
+            addr,
+            stalled,
+            relay,
+        }
+    }
+
+    /// The address clients connect to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops relaying: bytes already read are held, nothing more is read.
+    pub fn stall(&self) {
+        self.stalled.send_replace(true);
+    }
+
+    /// Relays again, held bytes first.
+    pub fn resume(&self) {
+        self.stalled.send_replace(false);
+    }
+}
+
+impl Drop for StallingProxy {
+    fn drop(&mut self) {
+        self.relay.abort();
+    }
+}
+
+async fn accept(listener: TcpListener, upstream: String, stalled: watch::Receiver<bool>) {
+    let mut relays = JoinSet::new();
+    while let Ok((client, _)) = listener.accept().await {
+        while relays.try_join_next().is_some() {}
+        let Ok(server) = TcpStream::connect(&upstream).await else {
+            continue;
+        };
+        let (client_read, client_write) = client.into_split();
+        let (server_read, server_write) = server.into_split();
+        relays.spawn(pump(client_read, server_write, stalled.clone()));
+        relays.spawn(pump(server_read, client_write, stalled.clone()));
+    }
+}
+
+/// Copies `from` to `to`, waiting out stalls before each read and before
+/// each write.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut stalled: watch::Receiver<bool>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        if stalled.wait_for(|s| !*s).await.is_err() {
+            return;
+        }
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if stalled.wait_for(|s| !*s).await.is_err() {
+            return;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
