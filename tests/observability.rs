@@ -275,10 +275,6 @@ async fn check(url: &str, backend: &str) {
         events(process_ok)
     );
     // Each failing attempt is its own span in the trace of its own push.
-    let fail_send = sends
-        .iter()
-        .find(|s| s.span_context.trace_id() != root_trace)
-        .expect("another push");
     let failing: Vec<_> = processes
         .iter()
         .filter(|s| attr_str(s, names::ERROR_TYPE) == names::ERROR_HANDLER)
@@ -294,7 +290,27 @@ async fn check(url: &str, backend: &str) {
         settles.contains(&"settle: dead_letter".to_owned()),
         "{settles:?}"
     );
-    let _ = fail_send;
+    // A dead letter is pushed as any message: a `send` span in the failed
+    // job's trace, continued by the dead-letter topic's consumer.
+    let dead_sends = named(format!("send {dead_topic}"));
+    let dead_processes = named(format!("process {dead_topic}"));
+    assert_eq!(dead_sends.len(), 2, "{:#?}", span_names(&spans));
+    for failed in sends
+        .iter()
+        .filter(|s| s.span_context.trace_id() != root_trace)
+    {
+        let trace = failed.span_context.trace_id();
+        let dead_send = dead_sends
+            .iter()
+            .find(|s| s.span_context.trace_id() == trace)
+            .expect("the dead letter's send span is in the failed job's trace");
+        assert!(
+            dead_processes
+                .iter()
+                .any(|p| p.parent_span_id == dead_send.span_context.span_id()),
+            "the dead-letter consumer continues the failed job's trace"
+        );
+    }
     let permanent: Vec<_> = processes
         .iter()
         .filter(|s| attr_str(s, names::ERROR_TYPE) == names::ERROR_PERMANENT)
@@ -345,6 +361,7 @@ async fn check(url: &str, backend: &str) {
     // The dead letters themselves were pushed to the dead-letter topic and consumed there.
     let dead_labels = [(names::DESTINATION, dead_topic.as_str())];
     assert_eq!(observed.counter(names::CONSUMED_MESSAGES, &dead_labels), 2);
+    assert_eq!(observed.counter(names::SENT_MESSAGES, &dead_labels), 2);
 }
 
 fn span_names(spans: &[SpanData]) -> Vec<String> {

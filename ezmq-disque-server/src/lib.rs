@@ -38,6 +38,7 @@ mod shutdown;
 mod state;
 mod stats;
 mod timers;
+mod waiters;
 
 pub use cluster::{ClusterNode, EmbeddedCluster};
 pub use persist::{AppendFsync, ParseAppendFsyncError};

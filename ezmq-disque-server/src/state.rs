@@ -1,24 +1,26 @@
 //! The node and its store: jobs, queues, timers and blocked clients, all
-//! behind one `std::sync::Mutex` (never held across an `.await`).
+//! behind one `std::sync::Mutex` (never held across an `.await`). Timer
+//! events are run in `timers`, blocked clients served in
+//! `waiters`.
 
 use crate::clients::Clients;
 use crate::cluster::{AckWait, Link, ReplWait};
 use crate::frame::Frame;
 use crate::job::{Job, JobId, JobState, QName, Rng};
-use crate::jobtable::{key, key_slot, key_time, JobTable, Key, Slot};
+use crate::jobtable::{key, key_slot, JobTable, Key, Slot};
 use crate::limits::QueryBudget;
 use crate::persist::AofLog;
 use crate::queue::Queue;
 use crate::settings::{AuthState, Settings};
 use crate::stats::{SlowLog, Stats};
 use crate::timers::{now_ms, now_s};
+use crate::waiters::Waiter;
 use crate::ServerConfig;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::sync::oneshot;
 
 /// Empty queues idle for this long are reclaimed.
 pub(crate) const QUEUE_GC_IDLE_S: u64 = 300;
@@ -119,14 +121,6 @@ impl Node {
     }
 }
 
-/// A client blocked in GETJOB.
-#[derive(Debug)]
-pub(crate) struct Waiter {
-    pub(crate) queues: Vec<Bytes>,
-    pub(crate) withcounters: bool,
-    pub(crate) tx: oneshot::Sender<Frame>,
-}
-
 /// All the mutable state of a node.
 #[derive(Debug)]
 pub(crate) struct Store {
@@ -172,7 +166,7 @@ impl Store {
         }
     }
 
-    fn seq(&mut self) -> u64 {
+    pub(crate) fn seq(&mut self) -> u64 {
         let s = self.next_seq;
         self.next_seq += 1;
         s
@@ -449,131 +443,6 @@ impl Store {
         self.jobs
             .get(id)
             .map_or(Frame::NullArray, |j| entry(j, withcounters))
-    }
-
-    /// Registers a blocked GETJOB client on every (distinct) queue.
-    pub(crate) fn add_waiter(&mut self, waiter: Waiter) -> u64 {
-        let wid = self.seq();
-        let mut seen: Vec<&Bytes> = Vec::with_capacity(waiter.queues.len());
-        let names = waiter.queues.clone();
-        for name in &names {
-            if seen.contains(&name) {
-                continue;
-            }
-            seen.push(name);
-            self.queue_mut(name).blocked.push_back(wid);
-        }
-        self.waiters.insert(wid, waiter);
-        wid
-    }
-
-    /// Forgets a blocked client. Returns true if it was still waiting.
-    pub(crate) fn remove_waiter(&mut self, wid: u64) -> bool {
-        let Some(w) = self.waiters.remove(&wid) else {
-            return false;
-        };
-        for name in &w.queues {
-            if let Some(q) = self.queues.get_mut(name) {
-                q.blocked.retain(|&x| x != wid);
-            }
-        }
-        true
-    }
-
-    /// Serves clients blocked on a queue while it has jobs.
-    pub(crate) fn serve_waiters(&mut self, qname: &[u8], now: u64) {
-        loop {
-            let Some(q) = self.queues.get_mut(qname) else {
-                return;
-            };
-            if q.paused_out || q.jobs.is_empty() {
-                return;
-            }
-            let Some(wid) = q.blocked.pop_front() else {
-                return;
-            };
-            let Some(w) = self.waiters.remove(&wid) else {
-                continue;
-            };
-            for name in &w.queues {
-                if let Some(q) = self.queues.get_mut(name) {
-                    q.blocked.retain(|&x| x != wid);
-                }
-            }
-            if w.tx.is_closed() {
-                continue;
-            }
-            let Some(entry) = self.fetch_entry(qname, now, w.withcounters) else {
-                return;
-            };
-            // A send failure means the client just went away: the job stays
-            // active and will be requeued after its retry time.
-            let _ = w.tx.send(Frame::Array(vec![entry]));
-        }
-    }
-
-    /// Runs every due timer event (delays, retries, expiry).
-    pub(crate) fn process_timers(&mut self, now: u64) {
-        while let Some(k) = self.timers.first() {
-            let (at, slot) = (key_time(k), key_slot(k));
-            if at > now {
-                break;
-            }
-            self.timers.pop_first();
-            let Some(job) = self.jobs.at_mut(slot) else {
-                continue;
-            };
-            let id = job.id;
-            job.timer = 0;
-            if job.etime <= now {
-                self.delete_job(&id);
-                continue;
-            }
-            if job.state == JobState::Active && job.qtime != 0 && job.qtime <= now {
-                let paused_in =
-                    job.retry != 0 && self.queues.get(&job.queue[..]).is_some_and(|q| q.paused_in);
-                if paused_in {
-                    job.qtime = now + u64::from(job.retry) * 1000;
-                } else if self.link.is_some() && job.nodes.len() > 1 && !job.willqueue {
-                    // Ask the other holders first: one of them may have
-                    // the job queued already.
-                    self.will_queue(id, now);
-                } else {
-                    self.enqueue(id, false, now);
-                }
-            }
-            if let Some(job) = self.jobs.get_mut(&id) {
-                if job.state == JobState::Queued
-                    && job.qtime != 0
-                    && job.qtime <= now
-                    && job.retry > 0
-                {
-                    job.qtime = now + u64::from(job.retry) * 1000;
-                }
-            }
-            self.schedule(id);
-        }
-    }
-
-    /// Removes empty queues idle for more than [`QUEUE_GC_IDLE_S`].
-    pub(crate) fn gc_queues(&mut self, now_s: u64) {
-        let dead: Vec<Bytes> = self
-            .queues
-            .values()
-            .filter(|q| {
-                q.jobs.is_empty()
-                    && q.blocked.is_empty()
-                    && !q.paused_in
-                    && !q.paused_out
-                    && now_s.saturating_sub(q.atime) > QUEUE_GC_IDLE_S
-            })
-            .map(|q| q.name.clone())
-            .collect();
-        for name in dead {
-            if let Some(q) = self.queues.remove(&name) {
-                self.queue_scan.remove(&q.seq);
-            }
-        }
     }
 
     /// Creates, registers and (unless delayed) queues a job.

@@ -219,12 +219,16 @@ async fn dead_letter(
         }
     };
     let mut last_error = None;
+    let options = PushOptions::default();
     for push in 1..=DEAD_LETTER_PUSHES {
-        match ctx
-            .backend
-            .publish(dead_letter_topic, body.clone(), &PushOptions::default())
-            .await
-        {
+        let sending = crate::telemetry::publish(
+            &ctx.sends,
+            &*ctx.backend,
+            dead_letter_topic,
+            body.clone(),
+            &options,
+        );
+        match sending.await {
             Ok(dead_id) => {
                 tracing::error!(
                     cause = %record.error,

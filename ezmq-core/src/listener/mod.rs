@@ -137,6 +137,9 @@ pub(crate) struct Ctx {
     heartbeats: Option<Arc<heartbeat::Heartbeats>>,
     /// Metric handles.
     telemetry: crate::telemetry::ListenerTelemetry,
+    /// The client's send handles: a dead letter is pushed as any message
+    /// is (a `send` span in the failed job's trace, the sent counter).
+    sends: Arc<crate::telemetry::Telemetry>,
 }
 
 /// Starts a listener on `source` owned by `runtime` (options already
@@ -158,6 +161,7 @@ pub(crate) fn start(
         .then(|| Arc::new(heartbeat::Heartbeats::new(options.heartbeat_after)));
     let ctx = Arc::new(Ctx {
         telemetry: crate::telemetry::ListenerTelemetry::new(backend.name(), &source),
+        sends: Arc::clone(runtime.telemetry()),
         backend,
         source: source.clone(),
         handler,

@@ -41,7 +41,8 @@ pub struct Runtime {
     closed: AtomicBool,
     extensions: Extensions,
     listeners: listener::Registry,
-    telemetry: Telemetry,
+    /// Shared with the listeners (their dead-letter pushes are sends).
+    telemetry: Arc<Telemetry>,
 }
 
 impl Drop for Runtime {
@@ -64,7 +65,7 @@ impl fmt::Debug for Runtime {
 impl Runtime {
     pub(crate) fn new(backend: Arc<dyn Backend>, config: ClientConfig) -> Self {
         Runtime {
-            telemetry: Telemetry::new(backend.name()),
+            telemetry: Arc::new(Telemetry::new(backend.name())),
             backend,
             config,
             shutdown: CancellationToken::new(),
@@ -81,7 +82,7 @@ impl Runtime {
     }
 
     /// The client's metric handles (see [`telemetry`](crate::telemetry)).
-    pub fn telemetry(&self) -> &Telemetry {
+    pub fn telemetry(&self) -> &Arc<Telemetry> {
         &self.telemetry
     }
 

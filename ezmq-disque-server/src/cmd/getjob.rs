@@ -3,7 +3,8 @@
 use super::{is, parse_timeout, syntax_error, Blocked, Outcome, Session};
 use crate::frame::Frame;
 use crate::parse::parse_i64;
-use crate::state::{now, Node, Waiter};
+use crate::state::{now, Node};
+use crate::waiters::Waiter;
 use bytes::Bytes;
 use tokio::sync::oneshot;
 

@@ -1,6 +1,8 @@
 //! `DisqueBackend`: nodes, routing, failover and the Disque commands the
 //! SPI implementation ([`crate::spi`]) is built from.
 
+mod membership;
+
 use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::fmt;
@@ -15,11 +17,10 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::claim::ClaimMembers;
-use crate::commands::abbreviate;
 use crate::config::DisqueConfig;
 use crate::error::DisqueError;
 use crate::fan_out::FanOutState;
-use crate::node::{affinity_score, parse_hello, Node, NodeInfo};
+use crate::node::{affinity_score, Node};
 
 /// In-flight deliveries remembered for routing `ACKJOB`/`NACK`/`WORKING`
 /// back to the node that delivered the job; cleared when it grows past this
@@ -106,23 +107,14 @@ impl DisqueBackend {
     /// ```
     pub async fn connect(config: DisqueConfig) -> Result<Self> {
         config.validate()?;
-        let shared = Arc::new(Shared {
-            config,
-            nodes: RwLock::new(Arc::from(Vec::new())),
-            delivered: StdMutex::new(HashMap::new()),
-            closed: AtomicBool::new(false),
-            cancel: CancellationToken::new(),
-            refresher: StdMutex::new(None),
-            fan_out: FanOutState::default(),
-            claims: ClaimMembers::default(),
-        });
+        let shared = Arc::new(Shared::new(config));
         if let Err(last) = shared.refresh_from_seeds().await {
             let addrs = shared.config.seeds.join(",");
             tracing::warn!(%addrs, cause = %last, "no Disque seed reachable");
             return Err(Error::connect(addrs, last));
         }
         tracing::info!(nodes = ?shared.node_list(), "connected to Disque");
-        let task = tokio::spawn(refresh_loop(Arc::clone(&shared)));
+        let task = tokio::spawn(membership::refresh_loop(Arc::clone(&shared)));
         if let Ok(mut slot) = shared.refresher.lock() {
             *slot = Some(task);
         }
@@ -221,6 +213,20 @@ impl DisqueBackend {
 }
 
 impl Shared {
+    /// State for `config` with no node known yet.
+    fn new(config: DisqueConfig) -> Shared {
+        Shared {
+            config,
+            nodes: RwLock::new(Arc::from(Vec::new())),
+            delivered: StdMutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            cancel: CancellationToken::new(),
+            refresher: StdMutex::new(None),
+            fan_out: FanOutState::default(),
+            claims: ClaimMembers::default(),
+        }
+    }
+
     fn node_list(&self) -> Vec<(String, String, u32)> {
         self.snapshot()
             .iter()
@@ -327,112 +333,6 @@ impl Shared {
         }
     }
 
-    /// `HELLO` on `node`; returns the node table it reports.
-    async fn hello(&self, node: &Node) -> Result<Vec<NodeInfo>, DisqueError> {
-        let value = node
-            .query("HELLO", &redis::cmd("HELLO"), self.config.command_timeout)
-            .await?;
-        parse_hello(&value, node.addr())
-            .map(|(_, nodes)| nodes)
-            .ok_or_else(|| DisqueError::UnexpectedReply {
-                command: "HELLO",
-                addr: node.addr().to_owned(),
-                reply: abbreviate(&value),
-            })
-    }
-
-    fn temp_node(&self, addr: &str) -> Result<Node, DisqueError> {
-        Node::new(
-            NodeInfo {
-                id: String::new(),
-                addr: addr.to_owned(),
-                priority: 1,
-            },
-            self.config.password.as_deref(),
-            self.config.connect_timeout,
-            self.config.hang_timeout,
-            0,
-        )
-    }
-
-    /// Learns the node table from the first seed that answers `HELLO`.
-    async fn refresh_from_seeds(&self) -> Result<(), DisqueError> {
-        let mut last = DisqueError::NoNodes;
-        for seed in &self.config.seeds {
-            let node = match self.temp_node(seed) {
-                Ok(node) => node,
-                Err(e) => {
-                    last = e;
-                    continue;
-                }
-            };
-            match self.hello(&node).await {
-                Ok(infos) => {
-                    self.install(infos)?;
-                    return Ok(());
-                }
-                Err(e) => {
-                    tracing::debug!(seed = %seed, cause = %e, "Disque seed not usable");
-                    last = e;
-                }
-            }
-        }
-        Err(last)
-    }
-
-    /// Refreshes the node table from the known nodes, then the seeds.
-    pub(crate) async fn refresh(&self) -> Result<(), DisqueError> {
-        for node in self.by_priority().iter() {
-            if let Ok(infos) = self.hello(node).await {
-                return self.install(infos);
-            }
-        }
-        self.refresh_from_seeds().await
-    }
-
-    /// Replaces the node table, keeping the connections of nodes whose id
-    /// and address are unchanged.
-    fn install(&self, mut infos: Vec<NodeInfo>) -> Result<(), DisqueError> {
-        infos.sort_by(|a, b| a.id.cmp(&b.id));
-        infos.dedup_by(|a, b| a.id == b.id);
-        let old = self.snapshot();
-        let mut nodes = Vec::with_capacity(infos.len());
-        for info in infos {
-            let kept = old
-                .iter()
-                .find(|n| n.info.id == info.id && n.info.addr == info.addr);
-            match kept {
-                Some(node) => {
-                    node.set_priority(info.priority);
-                    nodes.push(Arc::clone(node));
-                }
-                None => {
-                    tracing::info!(id = %info.id, addr = %info.addr, "Disque node discovered");
-                    nodes.push(Arc::new(Node::new(
-                        info,
-                        self.config.password.as_deref(),
-                        self.config.connect_timeout,
-                        self.config.hang_timeout,
-                        self.config.getjob_pool_size,
-                    )?));
-                }
-            }
-        }
-        for gone in old
-            .iter()
-            .filter(|o| !nodes.iter().any(|n| Arc::ptr_eq(n, o)))
-        {
-            tracing::info!(id = %gone.info.id, addr = %gone.addr(), "Disque node left the table");
-        }
-        if nodes.is_empty() {
-            return Err(DisqueError::NoNodes);
-        }
-        if let Ok(mut table) = self.nodes.write() {
-            *table = nodes.into();
-        }
-        Ok(())
-    }
-
     pub(crate) fn remember_delivery(&self, id: &JobId, node: &Arc<Node>) {
         if let Ok(mut map) = self.delivered.lock() {
             if map.len() >= MAX_TRACKED_DELIVERIES {
@@ -464,54 +364,6 @@ pub(crate) fn affinity_order(nodes: Nodes, topic: &Topic) -> Nodes {
     })
 }
 
-/// How often nodes marked down are probed.
-const PROBE_INTERVAL: Duration = Duration::from_millis(250);
-
-/// Refreshes the node table every `refresh_interval`, and probes the nodes
-/// marked down every [`PROBE_INTERVAL`] (off the request path: commands
-/// never wait for a node known to be down to answer).
-async fn refresh_loop(shared: Arc<Shared>) {
-    let mut tick = tokio::time::interval(shared.config.refresh_interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    tick.tick().await;
-    let mut probe_tick = tokio::time::interval(PROBE_INTERVAL);
-    probe_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let refresh = tokio::select! {
-            () = shared.cancel.cancelled() => break,
-            _ = tick.tick() => true,
-            _ = probe_tick.tick() => false,
-        };
-        if refresh {
-            let refresh = shared.refresh();
-            tokio::select! {
-                () = shared.cancel.cancelled() => break,
-                result = refresh => {
-                    if let Err(e) = result {
-                        tracing::warn!(cause = %e, "Disque node table refresh failed");
-                    }
-                }
-            }
-        } else {
-            tokio::select! {
-                () = shared.cancel.cancelled() => break,
-                () = probe_down_nodes(&shared) => {}
-            }
-        }
-    }
-}
-
-/// PINGs every node marked down; those that answer are up again.
-async fn probe_down_nodes(shared: &Shared) {
-    let nodes = shared.snapshot();
-    let probes = nodes.iter().filter(|n| n.is_down()).map(|node| async move {
-        if node.answers_ping().await {
-            node.mark_up();
-        }
-    });
-    futures::future::join_all(probes).await;
-}
-
 fn backoff(initial: Duration, attempt: usize) -> Duration {
     let shift = u32::try_from(attempt.min(10)).unwrap_or(10);
     initial
@@ -523,6 +375,7 @@ fn backoff(initial: Duration, attempt: usize) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::node::NodeInfo;
 
     #[test]
     fn backoff_grows_and_caps() {
@@ -533,16 +386,7 @@ mod tests {
     }
 
     fn shared_with(ids: &[&str]) -> Shared {
-        let shared = Shared {
-            config: DisqueConfig::default(),
-            nodes: RwLock::new(Arc::from(Vec::new())),
-            delivered: StdMutex::new(HashMap::new()),
-            closed: AtomicBool::new(false),
-            cancel: CancellationToken::new(),
-            refresher: StdMutex::new(None),
-            fan_out: FanOutState::default(),
-            claims: ClaimMembers::default(),
-        };
+        let shared = Shared::new(DisqueConfig::default());
         let infos = ids
             .iter()
             .enumerate()
