@@ -348,3 +348,43 @@ async fn reply_inbox_receives_replies_once() {
         .is_err());
     inbox.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn hung_redis_fails_pushes_in_time_and_shutdown_completes() {
+    let Some(config) = support::config().await else {
+        return;
+    };
+    // The real Redis behind a relay that can freeze: connections stay open
+    // and nothing is answered, as with a stopped server process.
+    let proxy = ezmq_test_support::StallingProxy::start(&support::redis_addr()).await;
+    let mut config = config.with_command_timeout(Duration::from_secs(1));
+    config.urls = vec![support::redis_url_via(proxy.addr())];
+    let client = support::client(&config).await;
+    let topic = support::topic("hung");
+    let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
+    client
+        .add_consume_listener(&topic, move |job: Job| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(job);
+                Ok::<(), std::io::Error>(())
+            }
+        })
+        .await
+        .unwrap();
+    client.push(&topic, "before".into()).await.unwrap();
+    let got = timeout(LONG, rx.recv()).await.unwrap().unwrap();
+    assert_eq!(&got.body()[..], b"before");
+
+    proxy.stall();
+    let err = timeout(LONG, client.push(&topic, "during".into()))
+        .await
+        .expect("a push to a hung Redis was held past 15 s")
+        .unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    timeout(LONG, client.shutdown(Duration::from_secs(2)))
+        .await
+        .expect("shutting down beside a hung Redis was held past 15 s")
+        .unwrap();
+    proxy.resume();
+}
