@@ -96,7 +96,7 @@ pub trait MqClientExt: MqClient {
     }
 
     /// Starts a listener that decodes every job as JSON `T`. A job that does
-    /// not decode is a [`Permanent`](crate::Permanent) failure: it goes to the dead-letter
+    /// not decode is a [`Permanent`] failure: it goes to the dead-letter
     /// topic without retries.
     async fn add_json_listener<T, F, Fut, E>(&self, topic: &str, f: F) -> Result<ListenerHandle>
     where

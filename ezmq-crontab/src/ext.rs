@@ -186,41 +186,16 @@ impl<C: MqClient + ?Sized> CrontabExt for C {
 mod tests {
     use std::convert::Infallible;
     use std::sync::Arc;
-    use std::time::Duration;
 
-    use async_trait::async_trait;
-    use bytes::Bytes;
-    use ezmq_core::spi::{Backend, Capabilities, Capability, Delivery, Source};
-    use ezmq_core::{Client, ClientConfig, Error, JobId, MqClient, PushOptions, Result, Topic};
+    use ezmq_core::spi::Capability;
+    use ezmq_core::{Client, ClientConfig, Error, MqClient};
+    use ezmq_test_support::BareBackend;
 
     use super::*;
 
-    /// A backend without any optional ability; it is never called.
-    #[derive(Debug)]
-    struct Bare;
-
-    #[async_trait]
-    impl Backend for Bare {
-        fn name(&self) -> &'static str {
-            "bare"
-        }
-        fn capabilities(&self) -> Capabilities {
-            Capabilities::none()
-        }
-        async fn publish(&self, _: &Topic, _: Bytes, _: &PushOptions) -> Result<JobId> {
-            Err(Error::Shutdown)
-        }
-        async fn receive(&self, _: &Source, _: usize, _: Duration) -> Result<Vec<Delivery>> {
-            Ok(Vec::new())
-        }
-        async fn close(&self) -> Result<()> {
-            Ok(())
-        }
-    }
-
     #[tokio::test]
     async fn registration_fails_without_exclusive_claim() {
-        let client: Arc<dyn MqClient> = Arc::new(Client::new(Bare, ClientConfig::default()));
+        let client: Arc<dyn MqClient> = Arc::new(Client::new(BareBackend, ClientConfig::default()));
         let err = client
             .add_crontab("nightly", "0 0 * * *", |_tick: DateTime<Utc>| async {
                 Ok::<(), Infallible>(())

@@ -14,8 +14,8 @@ impl Shutdown {
         Shutdown { token }
     }
 
-    /// A signal that fires on shutdown, or when [`Shutdown::cancel`] is
-    /// called on it (CLIENT KILL) without affecting the parent.
+    /// A signal that fires on shutdown, or when its own token is
+    /// cancelled (CLIENT KILL) without affecting the parent.
     pub(crate) fn child(&self) -> Shutdown {
         Shutdown {
             token: self.token.child_token(),

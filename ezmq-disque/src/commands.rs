@@ -276,9 +276,8 @@ impl DisqueBackend {
         result.map(drop)
     }
 
-    /// One `ACKJOB id1 id2 ...` per node that delivered the jobs (an ACK
-    /// goes to the delivering node, as in [`Backend::ack`]), the nodes
-    /// concurrently. Ids with no recorded delivery are ACKed one by one,
+    /// One `ACKJOB id1 id2 ...` per node that delivered the jobs (each ACK
+    /// goes to the node that delivered its job), the nodes concurrently. Ids with no recorded delivery are ACKed one by one,
     /// routed by id. On error the deliveries of the failed commands are
     /// kept, so the caller's per-id retry still goes to the right node.
     #[tracing::instrument(level = "trace", skip_all, fields(jobs = ids.len()))]

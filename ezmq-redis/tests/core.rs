@@ -21,17 +21,7 @@ async fn push_consume_with_headers_and_message_id() {
     };
     let client = support::client(&config).await;
     let topic = support::topic("basic");
-    let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
-    client
-        .add_consume_listener(&topic, move |job: Job| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(job);
-                Ok::<(), std::io::Error>(())
-            }
-        })
-        .await
-        .unwrap();
+    let mut rx = forwarded_jobs(&client, &topic).await;
     let plain = client.push(&topic, "plain".into()).await.unwrap();
     let with = client
         .push_with(
@@ -221,17 +211,7 @@ async fn crashed_consumers_job_is_reclaimed_after_the_lease() {
     let taken = Instant::now();
     drop(got);
     drop(crashed); // never settles: a consumer that died
-    let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
-    client
-        .add_consume_listener(&topic, move |job: Job| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(job);
-                Ok::<(), std::io::Error>(())
-            }
-        })
-        .await
-        .unwrap();
+    let mut rx = forwarded_jobs(&client, &topic).await;
     let job = timeout(LONG, rx.recv()).await.unwrap().unwrap();
     assert_eq!(job.body().as_ref(), b"orphan");
     assert_eq!(job.attempt(), 2);
@@ -361,17 +341,7 @@ async fn hung_redis_fails_pushes_in_time_and_shutdown_completes() {
     config.urls = vec![support::redis_url_via(proxy.addr())];
     let client = support::client(&config).await;
     let topic = support::topic("hung");
-    let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
-    client
-        .add_consume_listener(&topic, move |job: Job| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(job);
-                Ok::<(), std::io::Error>(())
-            }
-        })
-        .await
-        .unwrap();
+    let mut rx = forwarded_jobs(&client, &topic).await;
     client.push(&topic, "before".into()).await.unwrap();
     let got = timeout(LONG, rx.recv()).await.unwrap().unwrap();
     assert_eq!(&got.body()[..], b"before");
@@ -387,4 +357,20 @@ async fn hung_redis_fails_pushes_in_time_and_shutdown_completes() {
         .expect("shutting down beside a hung Redis was held past 15 s")
         .unwrap();
     proxy.resume();
+}
+
+/// A listener on `topic` that succeeds and hands every job to the test.
+async fn forwarded_jobs(client: &ezmq_core::Client, topic: &str) -> mpsc::UnboundedReceiver<Job> {
+    let (tx, rx) = mpsc::unbounded_channel::<Job>();
+    client
+        .add_consume_listener(topic, move |job: Job| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(job);
+                Ok::<(), std::io::Error>(())
+            }
+        })
+        .await
+        .unwrap();
+    rx
 }

@@ -248,47 +248,15 @@ impl<C: MqClient + ?Sized> RequestReplyExt for C {
 mod tests {
     use std::time::Duration;
 
-    use ezmq_core::spi::{Backend, Capabilities, Capability, Delivery};
-    use ezmq_core::{Client, ClientConfig, Error, JobId, PushOptions};
+    use ezmq_core::spi::Capability;
+    use ezmq_core::{Client, ClientConfig};
+    use ezmq_test_support::{assert_unsupported, BareBackend};
 
     use super::*;
 
-    /// A backend without any optional ability; it is never called.
-    #[derive(Debug)]
-    struct Bare;
-
-    #[async_trait]
-    impl Backend for Bare {
-        fn name(&self) -> &'static str {
-            "bare"
-        }
-        fn capabilities(&self) -> Capabilities {
-            Capabilities::none()
-        }
-        async fn publish(&self, _: &Topic, _: Bytes, _: &PushOptions) -> Result<JobId> {
-            Err(Error::Shutdown)
-        }
-        async fn receive(&self, _: &Source, _: usize, _: Duration) -> Result<Vec<Delivery>> {
-            Ok(Vec::new())
-        }
-        async fn close(&self) -> Result<()> {
-            Ok(())
-        }
-    }
-
-    fn assert_unsupported<T: std::fmt::Debug>(result: Result<T>, wanted: Capability) {
-        match result {
-            Err(Error::Unsupported {
-                backend: "bare",
-                capability,
-            }) if capability == wanted => {}
-            other => panic!("expected Unsupported({wanted}), got {other:?}"),
-        }
-    }
-
     #[tokio::test]
     async fn fails_at_once_without_reply_inboxes() {
-        let client: Arc<dyn MqClient> = Arc::new(Client::new(Bare, ClientConfig::default()));
+        let client: Arc<dyn MqClient> = Arc::new(Client::new(BareBackend, ClientConfig::default()));
         let listener = client
             .add_reply_listener("echo", |req: Request| async move {
                 Ok::<_, std::io::Error>(req.into_body())

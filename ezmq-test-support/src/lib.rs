@@ -17,8 +17,10 @@
 //! # }
 //! ```
 
+mod bare;
 mod brokers;
 mod proxy;
+pub use bare::{assert_unsupported, BareBackend};
 pub use brokers::{amqp_url, broker_required, redis_url, skip_or_require, REQUIRE_ENV};
 pub use proxy::StallingProxy;
 

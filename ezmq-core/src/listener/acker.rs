@@ -103,7 +103,7 @@ impl Acker {
     }
 
     /// Queues `id` for acknowledgement; `slot` is freed once it is ACKed.
-    /// Falls back to a direct [`Backend::ack`] when the acker is gone
+    /// Falls back to a direct [`DeliveryHandle::ack`] when the acker is gone
     /// (it only stops after every job task has ended, so this is a safety
     /// net).
     pub(crate) async fn ack(&self, handle: DeliveryHandle, slot: OwnedSemaphorePermit) {

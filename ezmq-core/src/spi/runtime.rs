@@ -81,7 +81,7 @@ impl Runtime {
         &self.backend
     }
 
-    /// The client's metric handles (see [`telemetry`](crate::telemetry)).
+    /// The client's metric handles (see [`telemetry`]).
     pub fn telemetry(&self) -> &Arc<Telemetry> {
         &self.telemetry
     }
