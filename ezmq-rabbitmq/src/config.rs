@@ -86,7 +86,8 @@ pub struct RabbitConfig {
     /// and its confirm, a declaration, opening or closing a channel. A
     /// broker that stops answering (hung, or blocking publishers under a
     /// memory or disk alarm) fails the call with a retryable timeout
-    /// instead of holding it forever. Default 10 s.
+    /// instead of holding it forever. A publish that timed out may still
+    /// have been stored: retrying it is at-least-once. Default 10 s.
     pub operation_timeout: Duration,
     /// Longest pause between reconnection attempts (they start at 100 ms
     /// and double). Default 5 s.
