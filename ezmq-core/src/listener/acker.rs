@@ -9,10 +9,12 @@
 //! and acknowledges them with one [`Backend::ack_batch`] (Disque:
 //! `ACKJOB id1 id2 ...`).
 //!
-//! The slots are freed only once their jobs are acknowledged, as when every
-//! job sent its own ACK: the broker never holds more unacknowledged jobs of
-//! a listener than its concurrency, and the fetch loop only asks for free
-//! slots.
+//! The slots are freed as the batch's ACK is sent, not when it is answered:
+//! the next fetch overlaps the ACK's round trip instead of following it
+//! (on one Disque node that was the listener's largest wait). The broker
+//! thus holds at most twice the concurrency of a listener's jobs
+//! unacknowledged, for one round trip: the batch being acknowledged and the
+//! next fetch. Handlers never run more than the concurrency at once.
 //!
 //! While the fetch loop runs a fetched batch's first polls it holds the
 //! acker ([`Acker::hold`]): the jobs that finish there are ACKed together
@@ -102,7 +104,7 @@ impl Acker {
         }
     }
 
-    /// Queues `id` for acknowledgement; `slot` is freed once it is ACKed.
+    /// Queues `id` for acknowledgement; `slot` is freed as its ACK is sent.
     /// Falls back to a direct [`DeliveryHandle::ack`] when the acker is gone
     /// (it only stops after every job task has ended, so this is a safety
     /// net).
@@ -166,12 +168,13 @@ impl Batch {
         self.slots.push(pending.slot);
     }
 
-    /// ACKs the batch (retrying id by id if that fails), then frees its
-    /// slots.
+    /// Frees the batch's slots and ACKs it (retrying id by id if that
+    /// fails).
     async fn send(&mut self, backend: &dyn Backend) {
         if self.handles.is_empty() {
             return;
         }
+        self.slots.clear();
         if let Err(err) = backend.ack_batch(&self.handles).await {
             tracing::warn!(
                 cause = %err,
@@ -183,7 +186,6 @@ impl Batch {
             }
         }
         self.handles.clear();
-        self.slots.clear();
     }
 }
 

@@ -10,8 +10,9 @@
 //!   (never fetches with no slot free; on a saturated listener it waits up
 //!   to 1 ms for half the slots, to fetch in large batches) and hands each
 //!   job its slot;
-//! - a job's slot is freed once its ACK is answered, so the broker never
-//!   holds more unacknowledged jobs of a listener than its concurrency;
+//! - a job's slot is freed as its ACK is sent, so the next fetch overlaps
+//!   the ACK's round trip (the broker holds at most twice the concurrency
+//!   of a listener's jobs unacknowledged, for that round trip);
 //! - each job runs its handler in a `process` span with lease extensions for
 //!   long handlers (where the broker has leases) and panic capture; success
 //!   ACKs, failure hands the job back through its delivery handle to come
