@@ -152,6 +152,11 @@ impl Session {
         let (limit, name) = (self.timeout, target.to_owned());
         let declaration = async move {
             let mut slot = declarer.lock().await;
+            if answer.is_closed() {
+                // Its caller gave up while it waited its turn (behind one
+                // that timed out): nothing was sent for it, skip it.
+                return;
+            }
             let channel = match slot.as_ref().filter(|c| c.status().connected()) {
                 Some(channel) => channel.clone(),
                 None => match within(limit, "channel.open", &name, open_channel(&connection)).await
