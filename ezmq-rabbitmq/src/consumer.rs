@@ -49,7 +49,10 @@ impl ConsumerState {
     /// Closes the consumer's channel: its unacknowledged messages go back
     /// to the queue.
     pub(crate) async fn close(self) {
-        close_channel(&self.tracker.channel, self.timeout, "consumer closed").await;
+        let (channel, queue) = (&self.tracker.channel, &self.tracker.queue);
+        if let Err(err) = close_channel(channel, self.timeout, queue, "consumer closed").await {
+            tracing::debug!(cause = %err, "closing a consumer channel failed");
+        }
     }
 
     fn is_usable(&self, session: &Session) -> bool {

@@ -16,7 +16,7 @@ use crate::backend::RabbitBackend;
 use crate::error::RabbitError;
 use crate::names::short;
 use crate::publish::{self, ceil_millis};
-use crate::session::within;
+use crate::session::close_channel;
 
 #[async_trait]
 impl ReplyChannel for RabbitBackend {
@@ -126,15 +126,7 @@ impl Inbox for RabbitInbox {
     }
 
     async fn close(&self) -> Result<()> {
-        if self.channel.status().connected() {
-            let closing = async {
-                self.channel
-                    .close(200, "inbox closed".into())
-                    .await
-                    .map_err(|e| RabbitError::amqp("channel.close", self.address.as_str(), e))
-            };
-            within(self.timeout, "channel.close", &self.address, closing).await?;
-        }
+        close_channel(&self.channel, self.timeout, &self.address, "inbox closed").await?;
         Ok(())
     }
 }

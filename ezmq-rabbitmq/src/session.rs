@@ -173,7 +173,11 @@ impl Session {
                 // Its answer may still come: the next declaration must not
                 // take it for its own.
                 *slot = None;
-                close_channel(&channel, limit, "declaration timed out").await;
+                if let Err(err) =
+                    close_channel(&channel, limit, &name, "declaration timed out").await
+                {
+                    tracing::debug!(cause = %err, "closing a timed-out declaration's channel failed");
+                }
             }
             let _ = answer.send(outcome);
         };
@@ -259,21 +263,25 @@ pub(crate) async fn within<T>(
         })
 }
 
-/// Closes `channel` (a consumer's, an inbox's) within `limit`: a broker
-/// that stopped answering cannot hold up a shutdown.
-pub(crate) async fn close_channel(channel: &Channel, limit: Duration, why: &str) {
+/// Closes `channel` (a consumer's, an inbox's; `target` names it in
+/// errors) within `limit`: a broker that stopped answering cannot hold up
+/// a shutdown. A channel already closed is left as it is.
+pub(crate) async fn close_channel(
+    channel: &Channel,
+    limit: Duration,
+    target: &str,
+    why: &str,
+) -> Result<(), RabbitError> {
     if !channel.status().connected() {
-        return;
+        return Ok(());
     }
     let closing = async {
         channel
             .close(200, why.into())
             .await
-            .map_err(|e| RabbitError::amqp("channel.close", "", e))
+            .map_err(|e| RabbitError::amqp("channel.close", target, e))
     };
-    if let Err(err) = within(limit, "channel.close", "", closing).await {
-        tracing::debug!(cause = %err, "closing a channel failed");
-    }
+    within(limit, "channel.close", target, closing).await
 }
 
 async fn open_channel(connection: &Connection) -> Result<Channel, RabbitError> {
