@@ -35,20 +35,21 @@ pub struct Topic(Arc<str>);
 
 impl Topic {
     /// Validates a user topic name.
-    pub fn new(name: impl Into<String>) -> Result<Self> {
-        let name = name.into();
-        if let Some(reason) = invalid_reason(&name) {
+    pub fn new(name: impl AsRef<str>) -> Result<Self> {
+        let name = name.as_ref();
+        if let Some(reason) = invalid_reason(name) {
             return Err(Error::InvalidTopic {
-                topic: name,
+                topic: name.to_owned(),
                 reason,
             });
         }
         if name.starts_with(INTERNAL_PREFIX) {
             return Err(Error::InvalidTopic {
-                topic: name,
+                topic: name.to_owned(),
                 reason: "names starting with `__ezmq` are reserved for ezmq",
             });
         }
+        // One allocation: the shared name itself.
         Ok(Topic(Arc::from(name)))
     }
 
