@@ -571,9 +571,9 @@ async fn hung_broker_fails_calls_in_time_and_close_completes() {
     };
     // The real broker behind a relay that can freeze: connections stay
     // open and nothing is answered, as with a stopped broker process.
-    let proxy = ezmq_test_support::StallingProxy::start(&support::broker_addr()).await;
+    let proxy = ezmq_test_support::StallingProxy::in_front_of(&support::url()).await;
     let config = config
-        .with_url(support::url_via(proxy.addr()))
+        .with_url(proxy.route(&support::url()))
         .with_operation_timeout(Duration::from_secs(1));
     let backend = RabbitBackend::connect(config).await.unwrap();
     let topic = support::topic("hung");

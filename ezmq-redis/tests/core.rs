@@ -336,9 +336,9 @@ async fn hung_redis_fails_pushes_in_time_and_shutdown_completes() {
     };
     // The real Redis behind a relay that can freeze: connections stay open
     // and nothing is answered, as with a stopped server process.
-    let proxy = ezmq_test_support::StallingProxy::start(&support::redis_addr()).await;
+    let proxy = ezmq_test_support::StallingProxy::in_front_of(&support::redis_url()).await;
     let mut config = config.with_command_timeout(Duration::from_secs(1));
-    config.urls = vec![support::redis_url_via(proxy.addr())];
+    config.urls = vec![proxy.route(&support::redis_url())];
     let client = support::client(&config).await;
     let topic = support::topic("hung");
     let mut rx = forwarded_jobs(&client, &topic).await;

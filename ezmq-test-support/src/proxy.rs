@@ -51,9 +51,22 @@ impl StallingProxy {
         }
     }
 
+    /// Relays to the `host:port` of a broker URL
+    /// (`scheme://[user[:password]@]host:port[/path]`).
+    pub async fn in_front_of(url: &str) -> StallingProxy {
+        StallingProxy::start(url_host_port(url)).await
+    }
+
     /// The address clients connect to.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `url` with its `host:port` replaced by the proxy's, credentials and
+    /// path kept.
+    pub fn route(&self, url: &str) -> String {
+        let (start, end) = authority_host_port(url);
+        format!("{}{}{}", &url[..start], self.addr, &url[end..])
     }
 
     /// Stops relaying: bytes already read are held, nothing more is read.
@@ -71,6 +84,25 @@ impl Drop for StallingProxy {
     fn drop(&mut self) {
         self.relay.abort();
     }
+}
+
+/// The `host:port` of `scheme://[user[:password]@]host:port[/path]`.
+fn url_host_port(url: &str) -> &str {
+    let (start, end) = authority_host_port(url);
+    &url[start..end]
+}
+
+/// Byte range of the `host:port` in a URL: after `://` and the last `@` of
+/// the authority, up to the path.
+fn authority_host_port(url: &str) -> (usize, usize) {
+    let authority = url.find("://").map_or(0, |i| i + 3);
+    let end = url[authority..]
+        .find('/')
+        .map_or(url.len(), |i| authority + i);
+    let start = url[authority..end]
+        .rfind('@')
+        .map_or(authority, |i| authority + i + 1);
+    (start, end)
 }
 
 async fn accept(listener: TcpListener, upstream: String, stalled: watch::Receiver<bool>) {
@@ -109,5 +141,37 @@ async fn pump(
         if to.write_all(&buf[..n]).await.is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_port_of_broker_urls() {
+        assert_eq!(
+            url_host_port("amqp://guest:guest@127.0.0.1:5672/ezmq-ci"),
+            "127.0.0.1:5672"
+        );
+        assert_eq!(
+            url_host_port("redis://:p@ss@127.0.0.1:6379/2"),
+            "127.0.0.1:6379"
+        );
+        assert_eq!(url_host_port("redis://127.0.0.1:6379"), "127.0.0.1:6379");
+    }
+
+    #[tokio::test]
+    async fn route_keeps_credentials_and_path() {
+        let proxy = StallingProxy::start("127.0.0.1:9").await;
+        let port = proxy.addr().port();
+        assert_eq!(
+            proxy.route("amqp://guest:guest@127.0.0.1:5672/%2f"),
+            format!("amqp://guest:guest@127.0.0.1:{port}/%2f")
+        );
+        assert_eq!(
+            proxy.route("redis://127.0.0.1:6379"),
+            format!("redis://127.0.0.1:{port}")
+        );
     }
 }

@@ -40,29 +40,6 @@ pub async fn config() -> Option<RabbitConfig> {
     }
 }
 
-/// The broker's `host:port` in [`url`].
-pub fn broker_addr() -> String {
-    let url = url();
-    let (_, (host_port, _)) = split_authority(&url);
-    host_port.to_owned()
-}
-
-/// [`url`] with its `host:port` replaced by `addr` (e.g. a proxy's).
-pub fn url_via(addr: std::net::SocketAddr) -> String {
-    let url = url();
-    let (scheme_and_user, (_, path)) = split_authority(&url);
-    format!("{scheme_and_user}{addr}{path}")
-}
-
-/// `amqp://user:pass@` and (`host:port`, `/vhost...`) of an AMQP URL.
-fn split_authority(url: &str) -> (&str, (&str, &str)) {
-    let start = url
-        .find('@')
-        .map_or_else(|| url.find("//").map_or(0, |i| i + 2), |i| i + 1);
-    let end = url[start..].find('/').map_or(url.len(), |i| start + i);
-    (&url[..start], (&url[start..end], &url[end..]))
-}
-
 /// A unique topic name.
 pub fn topic(what: &str) -> String {
     format!("ezmq-test-{what}-{}", uuid::Uuid::new_v4().simple())

@@ -63,19 +63,6 @@ pub async fn client(config: &RedisConfig) -> Client {
         .expect("connect to Redis")
 }
 
-/// The Redis server's `host:port` in [`redis_url`].
-pub fn redis_addr() -> String {
-    let url = redis_url();
-    let rest = url.split_once("://").map_or(url.as_str(), |(_, r)| r);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
-    rest.split('/').next().unwrap_or(rest).to_owned()
-}
-
-/// [`redis_url`] with its `host:port` replaced by `addr` (e.g. a proxy's).
-pub fn redis_url_via(addr: std::net::SocketAddr) -> String {
-    redis_url().replacen(&redis_addr(), &addr.to_string(), 1)
-}
-
 /// A topic name no other test uses.
 pub fn topic(name: &str) -> String {
     format!("test.{name}.{}", uuid::Uuid::new_v4().simple())
