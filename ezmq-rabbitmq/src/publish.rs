@@ -10,7 +10,7 @@ use lapin::{BasicProperties, Confirmation};
 use crate::backend::Inner;
 use crate::error::RabbitError;
 use crate::names::{delay_bit_header, short};
-use crate::session::Session;
+use crate::session::{Declared, Session};
 use crate::topology::{self, string};
 
 /// Header holding the deadline (Unix ms) of a delayed message with a TTL:
@@ -59,7 +59,9 @@ pub(crate) async fn send(inner: &Inner, out: &Outgoing<'_>) -> Result<()> {
                 tracing::debug!(cause = %err, "connection lost during a publish; reconnecting");
                 inner.connector.invalidate(session.generation);
                 let session = inner.connector.session().await?;
-                return Ok(send_on(inner, &session, out).await?);
+                // Boxed: a second `send_on` inline would double the size of
+                // every publish's future.
+                return Ok(Box::pin(send_on(inner, &session, out)).await?);
             }
             Err(RabbitError::Nacked { target }) if nacks < NACK_RETRIES => {
                 nacks += 1;
@@ -76,8 +78,10 @@ const NACK_RETRIES: u32 = 4;
 
 async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result<(), RabbitError> {
     let config = &inner.config;
-    if out.declare {
-        topology::topic_queue(session, config, out.queue).await?;
+    // The declarations are boxed (and skipped once done): inline, their
+    // futures would be copied with every publish's.
+    if out.declare && !session.is_declared(Declared::Queue, out.queue) {
+        Box::pin(topology::topic_queue(session, config, out.queue)).await?;
     }
     let total_ms = out.delay.map_or(0, ceil_millis);
     let max_ms = u64::try_from(config.max_delay().as_millis()).unwrap_or(u64::MAX);
@@ -92,8 +96,12 @@ async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result
         }
         String::new()
     } else {
-        topology::delay_levels(session, config, &inner.names).await?;
-        topology::deliver_binding(session, &inner.names, out.queue).await?;
+        if !session.is_declared(Declared::DelayLevels, "") {
+            Box::pin(topology::delay_levels(session, config, &inner.names)).await?;
+        }
+        if !session.is_declared(Declared::DeliverBinding, out.queue) {
+            Box::pin(topology::deliver_binding(session, &inner.names, out.queue)).await?;
+        }
         if let Some(ttl) = out.ttl {
             let deadline = unix_millis().saturating_add(ceil_millis(ttl));
             table.insert(EXPIRES_AT_HEADER.into(), string(&deadline.to_string()));
@@ -135,19 +143,20 @@ pub(crate) async fn confirm(
         exchange
     };
     let channel = session.publisher().await?;
-    let publish = channel.basic_publish(
+    let (exchange, routing_key) = (
         short("exchange", exchange)?,
         short("routing key", routing_key)?,
-        BasicPublishOptions {
-            mandatory,
-            ..BasicPublishOptions::default()
-        },
-        body,
-        properties,
     );
+    let options = BasicPublishOptions {
+        mandatory,
+        ..BasicPublishOptions::default()
+    };
+    // lapin's future is built inside the one that awaits it (not beside
+    // it, which would hold it twice).
     let confirm = session
         .bounded("basic.publish", target, async {
-            publish
+            channel
+                .basic_publish(exchange, routing_key, options, body, properties)
                 .await
                 .map_err(|e| RabbitError::amqp("basic.publish", target, e))?
                 .await
@@ -225,9 +234,13 @@ pub(crate) fn unix_millis() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A new message id.
+/// A new message id: a random (v4) UUID, hyphenated.
 pub(crate) fn new_message_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    let mut buf = uuid::Uuid::encode_buffer();
+    uuid::Uuid::new_v4()
+        .hyphenated()
+        .encode_lower(&mut buf)
+        .to_owned()
 }
 
 #[cfg(test)]

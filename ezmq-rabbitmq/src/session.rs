@@ -1,7 +1,7 @@
 //! One AMQP connection with its publisher-confirm channel, and the
 //! reconnecting holder of the current one.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex as StdMutex, RwLock};
 use std::time::{Duration, Instant};
 
 use ezmq_core::{ConnectFailure, Error, Result};
+use futures::FutureExt;
 use lapin::options::ConfirmSelectOptions;
 use lapin::{Channel, Connection, ConnectionProperties};
 use tokio::sync::oneshot;
@@ -36,7 +37,22 @@ pub(crate) struct Session {
     /// with an answer (a refusal closes the channel) that the next
     /// declaration would take for its own.
     declarations: StdMutex<JoinSet<()>>,
-    declared: StdMutex<HashSet<String>>,
+    /// Name -> the kinds of [`Declared`] done under it (a bit each), so a
+    /// check takes the name as it is: no key is built per publish.
+    declared: StdMutex<HashMap<String, u8>>,
+}
+
+/// What a declaration made, for [`Session::is_declared`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Declared {
+    /// A topic's queue.
+    Queue = 1,
+    /// A fan-out exchange.
+    Exchange = 2,
+    /// A queue's binding to the delay levels' deliver exchange.
+    DeliverBinding = 4,
+    /// The delay levels (name `""`).
+    DelayLevels = 8,
 }
 
 impl fmt::Debug for Session {
@@ -78,7 +94,7 @@ impl Session {
             publisher: StdMutex::new(publisher),
             declarer: Arc::new(tokio::sync::Mutex::new(None)),
             declarations: StdMutex::new(JoinSet::new()),
-            declared: StdMutex::new(HashSet::new()),
+            declared: StdMutex::new(HashMap::new()),
         })
     }
 
@@ -95,13 +111,13 @@ impl Session {
 
     /// Runs `op` (an exchange with the broker) within
     /// [`RabbitConfig::operation_timeout`].
-    pub(crate) async fn bounded<T>(
+    pub(crate) fn bounded<'a, T: 'a>(
         &self,
         op: &'static str,
-        target: &str,
-        exchange: impl Future<Output = Result<T, RabbitError>>,
-    ) -> Result<T, RabbitError> {
-        within(self.timeout, op, target, exchange).await
+        target: &'a str,
+        exchange: impl Future<Output = Result<T, RabbitError>> + 'a,
+    ) -> impl Future<Output = Result<T, RabbitError>> + 'a {
+        within(self.timeout, op, target, exchange)
     }
 
     /// [`RabbitConfig::operation_timeout`].
@@ -206,22 +222,29 @@ impl Session {
         }
     }
 
-    /// True when `key` was declared on this connection.
-    pub(crate) fn is_declared(&self, key: &str) -> bool {
-        self.declared.lock().is_ok_and(|d| d.contains(key))
+    /// True when `what` named `name` was declared on this connection.
+    pub(crate) fn is_declared(&self, what: Declared, name: &str) -> bool {
+        self.declared
+            .lock()
+            .is_ok_and(|d| d.get(name).is_some_and(|kinds| kinds & what as u8 != 0))
     }
 
-    /// Remembers that `key` is declared on this connection.
-    pub(crate) fn mark_declared(&self, key: String) {
+    /// Remembers that `what` named `name` is declared on this connection.
+    pub(crate) fn mark_declared(&self, what: Declared, name: &str) {
         if let Ok(mut declared) = self.declared.lock() {
-            declared.insert(key);
+            *declared.entry(name.to_owned()).or_default() |= what as u8;
         }
     }
 
     /// Forgets a declaration (the broker deleted the queue).
-    pub(crate) fn forget_declared(&self, key: &str) {
+    pub(crate) fn forget_declared(&self, what: Declared, name: &str) {
         if let Ok(mut declared) = self.declared.lock() {
-            declared.remove(key);
+            if let Some(kinds) = declared.get_mut(name) {
+                *kinds &= !(what as u8);
+                if *kinds == 0 {
+                    declared.remove(name);
+                }
+            }
         }
     }
 
@@ -247,20 +270,24 @@ impl Session {
 
 /// `exchange`, or [`RabbitError::Timeout`] when it takes longer than
 /// `limit`.
-pub(crate) async fn within<T>(
+///
+/// A plain function over a combinator, not an `async fn`: an `async fn`
+/// would hold `exchange` twice in its state (argument and timeout), and
+/// a publish's future is copied whole at every level it is awaited from.
+pub(crate) fn within<'a, T: 'a>(
     limit: Duration,
     op: &'static str,
-    target: &str,
-    exchange: impl Future<Output = Result<T, RabbitError>>,
-) -> Result<T, RabbitError> {
-    tokio::time::timeout(limit, exchange)
-        .await
-        .unwrap_or_else(|_| {
+    target: &'a str,
+    exchange: impl Future<Output = Result<T, RabbitError>> + 'a,
+) -> impl Future<Output = Result<T, RabbitError>> + 'a {
+    tokio::time::timeout(limit, exchange).map(move |done| {
+        done.unwrap_or_else(|_| {
             Err(RabbitError::Timeout {
                 op,
                 target: target.to_owned(),
             })
         })
+    })
 }
 
 /// Closes `channel` (a consumer's, an inbox's; `target` names it in
@@ -363,6 +390,13 @@ impl Connector {
         if let Some(session) = self.live() {
             return Ok(session);
         }
+        // Boxed: the connect future is large, and inline it would be
+        // copied with every publish's future.
+        Box::pin(self.reconnect()).await
+    }
+
+    /// [`Connector::session`] when no live session is at hand.
+    async fn reconnect(&self) -> Result<Arc<Session>> {
         let mut state = self.reconnect.lock().await;
         if let Some(session) = self.live() {
             return Ok(session);

@@ -11,7 +11,7 @@ use lapin::{Channel, ExchangeKind};
 use crate::config::{QueueType, RabbitConfig};
 use crate::error::RabbitError;
 use crate::names::{delay_bit_header, short, Names};
-use crate::session::Session;
+use crate::session::{Declared, Session};
 
 /// Arguments of the queues ezmq declares.
 pub(crate) fn queue_args(config: &RabbitConfig) -> FieldTable {
@@ -44,23 +44,28 @@ fn exchange_options(config: &RabbitConfig) -> ExchangeDeclareOptions {
     }
 }
 
-/// Runs `declare` on the session's declaring channel, once per connection
-/// and `key`.
+/// Runs `declare` on the session's declaring channel, once per connection,
+/// `what` and `name`.
 async fn once<F, Fut>(
     session: &Session,
-    key: String,
-    target: &str,
+    what: Declared,
+    name: &str,
     declare: F,
 ) -> Result<(), RabbitError>
 where
     F: FnOnce(Channel) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<(), RabbitError>> + Send + 'static,
 {
-    if session.is_declared(&key) {
+    if session.is_declared(what, name) {
         return Ok(());
     }
+    let target = if what == Declared::DelayLevels {
+        "delay levels"
+    } else {
+        name
+    };
     session.declaring(target, declare).await?;
-    session.mark_declared(key);
+    session.mark_declared(what, name);
     Ok(())
 }
 
@@ -71,7 +76,7 @@ pub(crate) async fn topic_queue(
     queue: &str,
 ) -> Result<(), RabbitError> {
     let (options, args, name) = (queue_options(config), queue_args(config), queue.to_owned());
-    once(session, format!("q:{queue}"), queue, move |ch| async move {
+    once(session, Declared::Queue, queue, move |ch| async move {
         declare_queue(&ch, &name, options, args).await.map(drop)
     })
     .await
@@ -95,7 +100,7 @@ pub(crate) async fn topic_queue_len(
 
 /// Forgets that a topic's queue was declared (it was deleted).
 pub(crate) fn forget_topic_queue(session: &Session, queue: &str) {
-    session.forget_declared(&format!("q:{queue}"));
+    session.forget_declared(Declared::Queue, queue);
 }
 
 pub(crate) async fn declare_queue(
@@ -119,7 +124,7 @@ pub(crate) async fn fanout_exchange(
     let (options, name) = (exchange_options(config), exchange.to_owned());
     once(
         session,
-        format!("x:{exchange}"),
+        Declared::Exchange,
         exchange,
         move |ch| async move {
             ch.exchange_declare(
@@ -179,70 +184,65 @@ pub(crate) async fn delay_levels(
     names: &Names,
 ) -> Result<(), RabbitError> {
     let (config, names) = (config.clone(), names.clone());
-    once(
-        session,
-        "delay-levels".to_owned(),
-        "delay levels",
-        move |ch| async move {
-            let deliver = names.delay_deliver();
+    once(session, Declared::DelayLevels, "", move |ch| async move {
+        let deliver = names.delay_deliver();
+        ch.exchange_declare(
+            short("exchange", &deliver)?,
+            ExchangeKind::Direct,
+            exchange_options(&config),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| RabbitError::amqp("exchange.declare", deliver.as_str(), e))?;
+        for level in 0..config.delay_levels {
+            let name = names.delay_level(level);
+            let next = match level {
+                0 => deliver.clone(),
+                _ => names.delay_level(level - 1),
+            };
             ch.exchange_declare(
-                short("exchange", &deliver)?,
-                ExchangeKind::Direct,
+                short("exchange", &name)?,
+                ExchangeKind::Headers,
                 exchange_options(&config),
                 FieldTable::default(),
             )
             .await
-            .map_err(|e| RabbitError::amqp("exchange.declare", deliver.as_str(), e))?;
-            for level in 0..config.delay_levels {
-                let name = names.delay_level(level);
-                let next = match level {
-                    0 => deliver.clone(),
-                    _ => names.delay_level(level - 1),
-                };
-                ch.exchange_declare(
-                    short("exchange", &name)?,
-                    ExchangeKind::Headers,
-                    exchange_options(&config),
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(|e| RabbitError::amqp("exchange.declare", name.as_str(), e))?;
-                let mut args = queue_args(&config);
-                args.insert(
-                    "x-message-ttl".into(),
-                    AMQPValue::LongLongInt(1i64 << level),
-                );
-                args.insert("x-dead-letter-exchange".into(), string(&next));
-                if config.queue_type == QueueType::Quorum {
-                    // Dead-lettering with confirms (RabbitMQ >= 3.10): a message
-                    // never leaves a level before the next one has it.
-                    args.insert("x-dead-letter-strategy".into(), string("at-least-once"));
-                    args.insert("x-overflow".into(), string("reject-publish"));
-                }
-                declare_queue(&ch, &name, queue_options(&config), args).await?;
-                let bit = delay_bit_header(level);
-                ch.queue_bind(
-                    short("queue", &name)?,
-                    short("exchange", &name)?,
-                    "".into(),
-                    QueueBindOptions::default(),
-                    bit_match(&bit, "1"),
-                )
-                .await
-                .map_err(|e| RabbitError::amqp("queue.bind", name.as_str(), e))?;
-                ch.exchange_bind(
-                    short("exchange", &next)?,
-                    short("exchange", &name)?,
-                    "".into(),
-                    ExchangeBindOptions::default(),
-                    bit_match(&bit, "0"),
-                )
-                .await
-                .map_err(|e| RabbitError::amqp("exchange.bind", name.as_str(), e))?;
+            .map_err(|e| RabbitError::amqp("exchange.declare", name.as_str(), e))?;
+            let mut args = queue_args(&config);
+            args.insert(
+                "x-message-ttl".into(),
+                AMQPValue::LongLongInt(1i64 << level),
+            );
+            args.insert("x-dead-letter-exchange".into(), string(&next));
+            if config.queue_type == QueueType::Quorum {
+                // Dead-lettering with confirms (RabbitMQ >= 3.10): a message
+                // never leaves a level before the next one has it.
+                args.insert("x-dead-letter-strategy".into(), string("at-least-once"));
+                args.insert("x-overflow".into(), string("reject-publish"));
             }
-            Ok(())
-        },
-    )
+            declare_queue(&ch, &name, queue_options(&config), args).await?;
+            let bit = delay_bit_header(level);
+            ch.queue_bind(
+                short("queue", &name)?,
+                short("exchange", &name)?,
+                "".into(),
+                QueueBindOptions::default(),
+                bit_match(&bit, "1"),
+            )
+            .await
+            .map_err(|e| RabbitError::amqp("queue.bind", name.as_str(), e))?;
+            ch.exchange_bind(
+                short("exchange", &next)?,
+                short("exchange", &name)?,
+                "".into(),
+                ExchangeBindOptions::default(),
+                bit_match(&bit, "0"),
+            )
+            .await
+            .map_err(|e| RabbitError::amqp("exchange.bind", name.as_str(), e))?;
+        }
+        Ok(())
+    })
     .await
 }
 
@@ -260,16 +260,21 @@ pub(crate) async fn deliver_binding(
     queue: &str,
 ) -> Result<(), RabbitError> {
     let (name, deliver) = (queue.to_owned(), names.delay_deliver());
-    once(session, format!("d:{queue}"), queue, move |ch| async move {
-        ch.queue_bind(
-            short("queue", &name)?,
-            short("exchange", &deliver)?,
-            short("routing key", &name)?,
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|e| RabbitError::amqp("queue.bind", name, e))
-    })
+    once(
+        session,
+        Declared::DeliverBinding,
+        queue,
+        move |ch| async move {
+            ch.queue_bind(
+                short("queue", &name)?,
+                short("exchange", &deliver)?,
+                short("routing key", &name)?,
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| RabbitError::amqp("queue.bind", name, e))
+        },
+    )
     .await
 }
