@@ -103,7 +103,7 @@ impl RabbitBackend {
 
     /// The queue a topic is stored in (`<prefix><topic>`).
     pub fn queue_name(&self, topic: &Topic) -> String {
-        self.inner.names.topic_queue(topic)
+        self.inner.names.topic_queue(topic).into_owned()
     }
 }
 

@@ -64,7 +64,7 @@ impl ConsumerState {
 pub(crate) fn queue_of(inner: &Inner, source: &Source) -> String {
     match source.group() {
         Some(group) => inner.names.group_queue(source.topic(), group),
-        None => inner.names.topic_queue(source.topic()),
+        None => inner.names.topic_queue(source.topic()).into_owned(),
     }
 }
 

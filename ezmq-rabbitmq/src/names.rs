@@ -1,5 +1,7 @@
 //! Queue, exchange and header names.
 
+use std::borrow::Cow;
+
 use ezmq_core::Topic;
 use lapin::types::ShortString;
 
@@ -21,9 +23,13 @@ impl Names {
         }
     }
 
-    /// The queue of a topic: `<prefix><topic>`.
-    pub(crate) fn topic_queue(&self, topic: &Topic) -> String {
-        fit(format!("{}{}", self.prefix, topic))
+    /// The queue of a topic: `<prefix><topic>` (without a prefix, the
+    /// topic itself, borrowed: a topic always fits a short string).
+    pub(crate) fn topic_queue<'a>(&self, topic: &'a Topic) -> Cow<'a, str> {
+        if self.prefix.is_empty() && topic.as_str().len() <= MAX_NAME {
+            return Cow::Borrowed(topic.as_str());
+        }
+        Cow::Owned(fit(format!("{}{}", self.prefix, topic)))
     }
 
     /// The fan-out exchange of a broadcast topic.
