@@ -24,6 +24,7 @@ mod backend;
 mod claim;
 mod config;
 mod consumer;
+mod declared;
 mod delivery;
 mod error;
 mod fan_out;

@@ -8,9 +8,10 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Confirmation};
 
 use crate::backend::Inner;
+use crate::declared::Declared;
 use crate::error::RabbitError;
 use crate::names::{delay_bit_header, short};
-use crate::session::{Declared, Session};
+use crate::session::Session;
 use crate::topology::{self, string};
 
 /// Header holding the deadline (Unix ms) of a delayed message with a TTL:
@@ -80,7 +81,7 @@ async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result
     let config = &inner.config;
     // The declarations are boxed (and skipped once done): inline, their
     // futures would be copied with every publish's.
-    if out.declare && !session.is_declared(Declared::Queue, out.queue) {
+    if out.declare && !session.declared().contains(Declared::Queue, out.queue) {
         Box::pin(topology::topic_queue(session, config, out.queue)).await?;
     }
     let total_ms = out.delay.map_or(0, ceil_millis);
@@ -96,10 +97,13 @@ async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result
         }
         String::new()
     } else {
-        if !session.is_declared(Declared::DelayLevels, "") {
+        if !session.declared().contains(Declared::DelayLevels, "") {
             Box::pin(topology::delay_levels(session, config, &inner.names)).await?;
         }
-        if !session.is_declared(Declared::DeliverBinding, out.queue) {
+        if !session
+            .declared()
+            .contains(Declared::DeliverBinding, out.queue)
+        {
             Box::pin(topology::deliver_binding(session, &inner.names, out.queue)).await?;
         }
         if let Some(ttl) = out.ttl {

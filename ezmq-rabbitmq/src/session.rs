@@ -1,7 +1,6 @@
 //! One AMQP connection with its publisher-confirm channel, and the
 //! reconnecting holder of the current one.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +16,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::config::{redact, RabbitConfig};
+use crate::declared::DeclaredSet;
 use crate::error::RabbitError;
 
 /// A live connection: its generation (bumped on every reconnect), the
@@ -37,22 +37,7 @@ pub(crate) struct Session {
     /// with an answer (a refusal closes the channel) that the next
     /// declaration would take for its own.
     declarations: StdMutex<JoinSet<()>>,
-    /// Name -> the kinds of [`Declared`] done under it (a bit each), so a
-    /// check takes the name as it is: no key is built per publish.
-    declared: StdMutex<HashMap<String, u8>>,
-}
-
-/// What a declaration made, for [`Session::is_declared`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Declared {
-    /// A topic's queue.
-    Queue = 1,
-    /// A fan-out exchange.
-    Exchange = 2,
-    /// A queue's binding to the delay levels' deliver exchange.
-    DeliverBinding = 4,
-    /// The delay levels (name `""`).
-    DelayLevels = 8,
+    declared: DeclaredSet,
 }
 
 impl fmt::Debug for Session {
@@ -94,7 +79,7 @@ impl Session {
             publisher: StdMutex::new(publisher),
             declarer: Arc::new(tokio::sync::Mutex::new(None)),
             declarations: StdMutex::new(JoinSet::new()),
-            declared: StdMutex::new(HashMap::new()),
+            declared: DeclaredSet::default(),
         })
     }
 
@@ -222,30 +207,9 @@ impl Session {
         }
     }
 
-    /// True when `what` named `name` was declared on this connection.
-    pub(crate) fn is_declared(&self, what: Declared, name: &str) -> bool {
-        self.declared
-            .lock()
-            .is_ok_and(|d| d.get(name).is_some_and(|kinds| kinds & what as u8 != 0))
-    }
-
-    /// Remembers that `what` named `name` is declared on this connection.
-    pub(crate) fn mark_declared(&self, what: Declared, name: &str) {
-        if let Ok(mut declared) = self.declared.lock() {
-            *declared.entry(name.to_owned()).or_default() |= what as u8;
-        }
-    }
-
-    /// Forgets a declaration (the broker deleted the queue).
-    pub(crate) fn forget_declared(&self, what: Declared, name: &str) {
-        if let Ok(mut declared) = self.declared.lock() {
-            if let Some(kinds) = declared.get_mut(name) {
-                *kinds &= !(what as u8);
-                if *kinds == 0 {
-                    declared.remove(name);
-                }
-            }
-        }
+    /// What has been declared on this connection.
+    pub(crate) fn declared(&self) -> &DeclaredSet {
+        &self.declared
     }
 
     async fn close(&self) {

@@ -9,9 +9,10 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, ExchangeKind};
 
 use crate::config::{QueueType, RabbitConfig};
+use crate::declared::Declared;
 use crate::error::RabbitError;
 use crate::names::{delay_bit_header, short, Names};
-use crate::session::{Declared, Session};
+use crate::session::Session;
 
 /// Arguments of the queues ezmq declares.
 pub(crate) fn queue_args(config: &RabbitConfig) -> FieldTable {
@@ -56,7 +57,7 @@ where
     F: FnOnce(Channel) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<(), RabbitError>> + Send + 'static,
 {
-    if session.is_declared(what, name) {
+    if session.declared().contains(what, name) {
         return Ok(());
     }
     let target = if what == Declared::DelayLevels {
@@ -65,7 +66,7 @@ where
         name
     };
     session.declaring(target, declare).await?;
-    session.mark_declared(what, name);
+    session.declared().insert(what, name);
     Ok(())
 }
 
@@ -100,7 +101,7 @@ pub(crate) async fn topic_queue_len(
 
 /// Forgets that a topic's queue was declared (it was deleted).
 pub(crate) fn forget_topic_queue(session: &Session, queue: &str) {
-    session.forget_declared(Declared::Queue, queue);
+    session.declared().remove(Declared::Queue, queue);
 }
 
 pub(crate) async fn declare_queue(
