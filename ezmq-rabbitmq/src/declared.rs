@@ -13,9 +13,13 @@ pub(crate) enum Declared {
     Exchange = 2,
     /// A queue's binding to the delay levels' deliver exchange.
     DeliverBinding = 4,
-    /// The delay levels (name `""`).
+    /// The delay levels (one set per connection, named
+    /// [`DELAY_LEVELS`]).
     DelayLevels = 8,
 }
+
+/// The name the delay levels are declared under (and named by in errors).
+pub(crate) const DELAY_LEVELS: &str = "delay levels";
 
 /// Name -> the kinds of [`Declared`] made under it, a bit each: a check
 /// takes the name as it is, so the publish path builds no key.

@@ -8,7 +8,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Confirmation};
 
 use crate::backend::Inner;
-use crate::declared::Declared;
+use crate::declared::{Declared, DELAY_LEVELS};
 use crate::error::RabbitError;
 use crate::names::{delay_bit_header, short};
 use crate::session::Session;
@@ -97,7 +97,10 @@ async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result
         }
         String::new()
     } else {
-        if !session.declared().contains(Declared::DelayLevels, "") {
+        if !session
+            .declared()
+            .contains(Declared::DelayLevels, DELAY_LEVELS)
+        {
             Box::pin(topology::delay_levels(session, config, &inner.names)).await?;
         }
         if !session

@@ -9,7 +9,7 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, ExchangeKind};
 
 use crate::config::{QueueType, RabbitConfig};
-use crate::declared::Declared;
+use crate::declared::{Declared, DELAY_LEVELS};
 use crate::error::RabbitError;
 use crate::names::{delay_bit_header, short, Names};
 use crate::session::Session;
@@ -60,12 +60,7 @@ where
     if session.declared().contains(what, name) {
         return Ok(());
     }
-    let target = if what == Declared::DelayLevels {
-        "delay levels"
-    } else {
-        name
-    };
-    session.declaring(target, declare).await?;
+    session.declaring(name, declare).await?;
     session.declared().insert(what, name);
     Ok(())
 }
@@ -185,65 +180,70 @@ pub(crate) async fn delay_levels(
     names: &Names,
 ) -> Result<(), RabbitError> {
     let (config, names) = (config.clone(), names.clone());
-    once(session, Declared::DelayLevels, "", move |ch| async move {
-        let deliver = names.delay_deliver();
-        ch.exchange_declare(
-            short("exchange", &deliver)?,
-            ExchangeKind::Direct,
-            exchange_options(&config),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(|e| RabbitError::amqp("exchange.declare", deliver.as_str(), e))?;
-        for level in 0..config.delay_levels {
-            let name = names.delay_level(level);
-            let next = match level {
-                0 => deliver.clone(),
-                _ => names.delay_level(level - 1),
-            };
+    once(
+        session,
+        Declared::DelayLevels,
+        DELAY_LEVELS,
+        move |ch| async move {
+            let deliver = names.delay_deliver();
             ch.exchange_declare(
-                short("exchange", &name)?,
-                ExchangeKind::Headers,
+                short("exchange", &deliver)?,
+                ExchangeKind::Direct,
                 exchange_options(&config),
                 FieldTable::default(),
             )
             .await
-            .map_err(|e| RabbitError::amqp("exchange.declare", name.as_str(), e))?;
-            let mut args = queue_args(&config);
-            args.insert(
-                "x-message-ttl".into(),
-                AMQPValue::LongLongInt(1i64 << level),
-            );
-            args.insert("x-dead-letter-exchange".into(), string(&next));
-            if config.queue_type == QueueType::Quorum {
-                // Dead-lettering with confirms (RabbitMQ >= 3.10): a message
-                // never leaves a level before the next one has it.
-                args.insert("x-dead-letter-strategy".into(), string("at-least-once"));
-                args.insert("x-overflow".into(), string("reject-publish"));
+            .map_err(|e| RabbitError::amqp("exchange.declare", deliver.as_str(), e))?;
+            for level in 0..config.delay_levels {
+                let name = names.delay_level(level);
+                let next = match level {
+                    0 => deliver.clone(),
+                    _ => names.delay_level(level - 1),
+                };
+                ch.exchange_declare(
+                    short("exchange", &name)?,
+                    ExchangeKind::Headers,
+                    exchange_options(&config),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| RabbitError::amqp("exchange.declare", name.as_str(), e))?;
+                let mut args = queue_args(&config);
+                args.insert(
+                    "x-message-ttl".into(),
+                    AMQPValue::LongLongInt(1i64 << level),
+                );
+                args.insert("x-dead-letter-exchange".into(), string(&next));
+                if config.queue_type == QueueType::Quorum {
+                    // Dead-lettering with confirms (RabbitMQ >= 3.10): a message
+                    // never leaves a level before the next one has it.
+                    args.insert("x-dead-letter-strategy".into(), string("at-least-once"));
+                    args.insert("x-overflow".into(), string("reject-publish"));
+                }
+                declare_queue(&ch, &name, queue_options(&config), args).await?;
+                let bit = delay_bit_header(level);
+                ch.queue_bind(
+                    short("queue", &name)?,
+                    short("exchange", &name)?,
+                    "".into(),
+                    QueueBindOptions::default(),
+                    bit_match(&bit, "1"),
+                )
+                .await
+                .map_err(|e| RabbitError::amqp("queue.bind", name.as_str(), e))?;
+                ch.exchange_bind(
+                    short("exchange", &next)?,
+                    short("exchange", &name)?,
+                    "".into(),
+                    ExchangeBindOptions::default(),
+                    bit_match(&bit, "0"),
+                )
+                .await
+                .map_err(|e| RabbitError::amqp("exchange.bind", name.as_str(), e))?;
             }
-            declare_queue(&ch, &name, queue_options(&config), args).await?;
-            let bit = delay_bit_header(level);
-            ch.queue_bind(
-                short("queue", &name)?,
-                short("exchange", &name)?,
-                "".into(),
-                QueueBindOptions::default(),
-                bit_match(&bit, "1"),
-            )
-            .await
-            .map_err(|e| RabbitError::amqp("queue.bind", name.as_str(), e))?;
-            ch.exchange_bind(
-                short("exchange", &next)?,
-                short("exchange", &name)?,
-                "".into(),
-                ExchangeBindOptions::default(),
-                bit_match(&bit, "0"),
-            )
-            .await
-            .map_err(|e| RabbitError::amqp("exchange.bind", name.as_str(), e))?;
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .await
 }
 
