@@ -33,9 +33,11 @@ mod delivery;
 mod error;
 mod fan_out;
 mod health;
+mod mux;
 mod node;
 mod push_options;
 mod reply;
+mod resp;
 mod spi_impl;
 
 pub use backend::DisqueBackend;

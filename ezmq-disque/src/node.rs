@@ -1,4 +1,4 @@
-//! One Disque node: its identity, its shared multiplexed connection and its
+//! One Disque node: its identity, its shared connection ([`Mux`]) and its
 //! pool of dedicated connections for blocking `GETJOB`s.
 
 use std::fmt;
@@ -14,6 +14,7 @@ use tokio::sync::Mutex;
 
 use crate::error::{from_redis, DisqueError};
 use crate::health::Health;
+use crate::mux::{Mux, MuxError};
 
 /// Identity of a node as learned from `HELLO`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,11 +33,13 @@ pub(crate) struct Node {
     /// Latest priority from `HELLO` (starts as `info.priority`).
     priority: AtomicU32,
     client: Client,
+    /// Sent with `AUTH` on the shared connection.
+    password: Option<String>,
     connect_timeout: Duration,
     pool_size: usize,
-    /// The multiplexed connection for every non-blocking command. A plain
+    /// The shared connection for every non-blocking command. A plain
     /// mutex: it is only held to clone the handle, on every command.
-    mux: StdMutex<Option<MultiplexedConnection>>,
+    mux: StdMutex<Option<Mux>>,
     /// Held while (re)connecting `mux`, so concurrent callers open one
     /// connection, not one each.
     connecting: Mutex<()>,
@@ -82,6 +85,7 @@ impl Node {
             priority: AtomicU32::new(info.priority),
             info,
             client,
+            password: password.map(str::to_owned),
             connect_timeout,
             pool_size,
             mux: StdMutex::new(None),
@@ -106,27 +110,32 @@ impl Node {
         &self.info.addr
     }
 
-    /// Opens a connection. Response timeouts are enforced by the caller per
+    /// Opens a dedicated connection (blocking commands, the idle pool).
+    /// Response timeouts are enforced by the caller per
     /// command (a blocking `GETJOB` must not be cut), so none is set here.
     async fn open(&self) -> Result<MultiplexedConnection, DisqueError> {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(None);
-        let conn = self
+        let opened = self
             .client
             .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(|source| DisqueError::Connect {
-                addr: self.info.addr.clone(),
-                source,
-            })?;
+            .await;
+        self.connected(opened)
+    }
+
+    /// Logs a new connection, or names the node in the failure.
+    fn connected<T>(&self, opened: Result<T, redis::RedisError>) -> Result<T, DisqueError> {
+        let conn = opened.map_err(|source| DisqueError::Connect {
+            addr: self.info.addr.clone(),
+            source,
+        })?;
         tracing::debug!(node = %self.info.addr, "connected to Disque node");
         Ok(conn)
     }
 
-    /// The shared multiplexed connection, opened on first use or after a
-    /// failure.
-    async fn shared(&self) -> Result<MultiplexedConnection, DisqueError> {
+    /// The shared connection, opened on first use or after a failure.
+    async fn shared(&self) -> Result<Mux, DisqueError> {
         if let Some(conn) = self.mux_slot().as_ref() {
             return Ok(conn.clone());
         }
@@ -135,18 +144,24 @@ impl Node {
         if let Some(conn) = self.mux_slot().as_ref() {
             return Ok(conn.clone());
         }
-        let conn = self.open().await?;
+        let opened = Mux::connect(
+            &self.info.addr,
+            self.password.as_deref(),
+            self.connect_timeout,
+        )
+        .await;
+        let conn = self.connected(opened)?;
         *self.mux_slot() = Some(conn.clone());
         Ok(conn)
     }
 
-    fn mux_slot(&self) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
+    fn mux_slot(&self) -> std::sync::MutexGuard<'_, Option<Mux>> {
         self.mux
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Runs a non-blocking command on the multiplexed connection (pipelined
+    /// Runs a non-blocking command on the shared connection (pipelined
     /// with every other concurrent caller), within `timeout`.
     ///
     /// The common case (connection open) awaits the command alone; opening
@@ -160,12 +175,8 @@ impl Node {
         timeout: Duration,
     ) -> Result<Value, DisqueError> {
         let result = match self.mux_now() {
-            Some(mut conn) => {
-                let reply = async {
-                    cmd.query_async::<Value>(&mut conn)
-                        .await
-                        .map_err(|e| from_redis(name, &self.info.addr, e))
-                };
+            Some(conn) => {
+                let reply = async { conn.send(cmd).await.map_err(|e| self.mux_error(name, e)) };
                 self.watched(name, reply, Duration::ZERO, timeout).await
             }
             None => Box::pin(self.query_connecting(name, cmd, timeout)).await,
@@ -183,12 +194,26 @@ impl Node {
         timeout: Duration,
     ) -> Result<Value, DisqueError> {
         let reply = async {
-            let mut conn = self.shared().await?;
-            cmd.query_async::<Value>(&mut conn)
-                .await
-                .map_err(|e| from_redis(name, &self.info.addr, e))
+            let conn = self.shared().await?;
+            conn.send(cmd).await.map_err(|e| self.mux_error(name, e))
         };
         self.watched(name, reply, Duration::ZERO, timeout).await
+    }
+
+    fn mux_error(&self, name: &'static str, err: MuxError) -> DisqueError {
+        match err {
+            MuxError::Server { code, message } => DisqueError::Server {
+                command: name,
+                addr: self.info.addr.clone(),
+                code,
+                message,
+            },
+            MuxError::Connection(source) => DisqueError::Io {
+                command: name,
+                addr: self.info.addr.clone(),
+                source,
+            },
+        }
     }
 
     /// Awaits `reply` for up to `timeout`. A reply still missing after
@@ -308,7 +333,7 @@ impl Node {
     }
 
     /// The open shared connection, if any (no waiting).
-    fn mux_now(&self) -> Option<MultiplexedConnection> {
+    fn mux_now(&self) -> Option<Mux> {
         self.mux_slot().clone()
     }
 

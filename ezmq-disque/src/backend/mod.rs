@@ -34,8 +34,8 @@ type Nodes = Arc<[Arc<Node>]>;
 
 /// The Disque backend: a multi-node aware connection set.
 ///
-/// * Non-blocking commands are pipelined over one
-///   `redis::aio::MultiplexedConnection` per node.
+/// * Non-blocking commands are pipelined over one shared connection per
+///   node (`mux.rs`).
 /// * Blocking `GETJOB`s run on dedicated connections from a small per-node
 ///   pool, one per concurrently running fetch.
 /// * The node table comes from `HELLO` and is refreshed in the background

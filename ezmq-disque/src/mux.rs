@@ -1,0 +1,354 @@
+//! The shared connection to one node: every non-blocking command of every
+//! caller goes down one socket and is answered in order.
+//!
+//! A caller appends its command to the outgoing buffer and a reply slot to
+//! the queue of waiting callers under one short lock, in the same order, and
+//! awaits its slot. One writer task sends whatever has gathered in one
+//! write; one reader task parses the replies and fills the slots in order.
+//! So a command costs one lock, one slot and its own bytes: no per-command
+//! allocation for its encoding, no channel hop before the write, and a
+//! reply is built straight from the read buffer.
+//!
+//! Both tasks stop when the last [`Mux`] handle is dropped (a caller still
+//! awaiting a reply holds one) or when the connection fails; every waiting
+//! caller then gets the failure.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use redis::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify};
+use tokio_util::sync::CancellationToken;
+
+use crate::resp::{self, Reply};
+
+/// Bytes read ahead at a time.
+const READ_CHUNK: usize = 16 * 1024;
+/// A write buffer grown past this by a burst of large commands is given
+/// back instead of kept.
+const KEEP_WRITE_BUFFER: usize = 1024 * 1024;
+
+/// Why a command got no reply from the node.
+#[derive(Debug)]
+pub(crate) enum MuxError {
+    /// The node answered with an error reply: its first word and the rest.
+    Server {
+        /// `ERR`, `NOREPL`, `PAUSED`, ...
+        code: String,
+        /// The rest of the reply.
+        message: String,
+    },
+    /// The connection failed (or was closed) before the reply came.
+    Connection(redis::RedisError),
+}
+
+impl MuxError {
+    fn server(text: &str) -> Self {
+        let (code, message) = text.split_once(' ').unwrap_or((text, ""));
+        MuxError::Server {
+            code: code.to_owned(),
+            message: message.to_owned(),
+        }
+    }
+}
+
+/// How a connection ended, handed to every caller still waiting.
+#[derive(Clone, Debug)]
+struct Failure {
+    kind: io::ErrorKind,
+    message: String,
+}
+
+impl Failure {
+    fn from_io(err: &io::Error) -> Self {
+        Failure {
+            kind: err.kind(),
+            message: err.to_string(),
+        }
+    }
+
+    fn error(&self) -> MuxError {
+        MuxError::Connection(io::Error::new(self.kind, self.message.clone()).into())
+    }
+}
+
+type Slot = oneshot::Sender<Result<Value, MuxError>>;
+
+#[derive(Default)]
+struct State {
+    /// Encoded commands not yet handed to the writer.
+    out: Vec<u8>,
+    /// One slot per command sent and not yet answered, oldest first.
+    waiting: VecDeque<Slot>,
+    /// Set once the connection is unusable.
+    failed: Option<Failure>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the writer when `out` stops being empty.
+    wake_writer: Notify,
+    /// Stops both tasks.
+    stop: CancellationToken,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks the connection failed, fails every waiting caller and stops
+    /// both tasks.
+    fn fail(&self, failure: Failure) {
+        let waiting = {
+            let mut state = self.lock();
+            state.failed.get_or_insert(failure.clone());
+            std::mem::take(&mut state.waiting)
+        };
+        self.stop.cancel();
+        for slot in waiting {
+            let _ = slot.send(Err(failure.error()));
+        }
+    }
+}
+
+/// Stops the tasks when the last handle goes.
+struct Owner(Arc<Shared>);
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.0.fail(Failure {
+            kind: io::ErrorKind::NotConnected,
+            message: "connection closed by the client".into(),
+        });
+    }
+}
+
+/// A handle on one node's shared connection; clones share it.
+#[derive(Clone)]
+pub(crate) struct Mux {
+    owner: Arc<Owner>,
+}
+
+impl Mux {
+    /// Connects to `addr` (`host:port`) within `timeout` and authenticates
+    /// with `password` if one is given.
+    pub(crate) async fn connect(
+        addr: &str,
+        password: Option<&str>,
+        timeout: Duration,
+    ) -> Result<Mux, redis::RedisError> {
+        let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+            Ok(stream) => stream?,
+            Err(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("connection timed out after {timeout:?}"),
+                )
+                .into())
+            }
+        };
+        stream.set_nodelay(true)?;
+        let (reader, writer) = stream.into_split();
+        let shared = Arc::new(Shared {
+            state: Mutex::default(),
+            wake_writer: Notify::new(),
+            stop: CancellationToken::new(),
+        });
+        tokio::spawn(read_replies(shared.clone(), reader));
+        tokio::spawn(write_commands(shared.clone(), writer));
+        let mux = Mux {
+            owner: Arc::new(Owner(shared)),
+        };
+        if let Some(password) = password {
+            let mut auth = redis::cmd("AUTH");
+            auth.arg(password);
+            let answer = tokio::time::timeout(timeout, mux.send(&auth)).await;
+            match answer {
+                Ok(Ok(_)) => {}
+                Ok(Err(MuxError::Server { code, message })) => {
+                    return Err((
+                        redis::ErrorKind::AuthenticationFailed,
+                        "authentication failed",
+                        format!("{code} {message}"),
+                    )
+                        .into())
+                }
+                Ok(Err(MuxError::Connection(err))) => return Err(err),
+                Err(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("AUTH timed out after {timeout:?}"),
+                    )
+                    .into())
+                }
+            }
+        }
+        Ok(mux)
+    }
+
+    /// Sends `cmd` and awaits its reply. Dropping the future before the
+    /// reply leaves the connection in order (the reply is read and thrown
+    /// away).
+    pub(crate) async fn send(&self, cmd: &redis::Cmd) -> Result<Value, MuxError> {
+        let shared = &self.owner.0;
+        let reply = {
+            let mut state = shared.lock();
+            if let Some(failure) = &state.failed {
+                return Err(failure.error());
+            }
+            let wake = state.out.is_empty();
+            cmd.write_packed_command(&mut state.out);
+            let (slot, reply) = oneshot::channel();
+            state.waiting.push_back(slot);
+            drop(state);
+            if wake {
+                shared.wake_writer.notify_one();
+            }
+            reply
+        };
+        match reply.await {
+            Ok(result) => result,
+            Err(_) => Err(Failure {
+                kind: io::ErrorKind::NotConnected,
+                message: "connection closed".into(),
+            }
+            .error()),
+        }
+    }
+}
+
+/// What the writer does next.
+enum Next {
+    /// Nothing to send: wait for a caller.
+    Wait,
+    /// Let other callers add to the batch first.
+    Yield,
+    /// Send the batch taken.
+    Write,
+}
+
+/// The writer task: sends what callers have gathered, one write per batch.
+async fn write_commands(shared: Arc<Shared>, mut writer: OwnedWriteHalf) {
+    let mut batch = Vec::new();
+    let mut yielded = false;
+    loop {
+        let next = {
+            let mut state = shared.lock();
+            if state.failed.is_some() {
+                return;
+            }
+            if state.out.is_empty() {
+                Next::Wait
+            } else if !yielded && state.waiting.len() > 1 {
+                // Other commands in flight mean other callers are busy: let
+                // those already running on this thread add theirs first, for
+                // fewer and fuller writes. A lone caller's command goes at
+                // once.
+                Next::Yield
+            } else {
+                std::mem::swap(&mut state.out, &mut batch);
+                Next::Write
+            }
+        };
+        match next {
+            Next::Wait => {
+                tokio::select! {
+                    biased;
+                    () = shared.stop.cancelled() => return,
+                    () = shared.wake_writer.notified() => {}
+                }
+                yielded = false;
+                continue;
+            }
+            Next::Yield => {
+                tokio::task::yield_now().await;
+                yielded = true;
+                continue;
+            }
+            Next::Write => yielded = false,
+        }
+        let written = tokio::select! {
+            biased;
+            () = shared.stop.cancelled() => return,
+            written = writer.write_all(&batch) => written,
+        };
+        if let Err(err) = written {
+            shared.fail(Failure::from_io(&err));
+            return;
+        }
+        batch.clear();
+        if batch.capacity() > KEEP_WRITE_BUFFER {
+            batch = Vec::new();
+        }
+    }
+}
+
+/// The reader task: parses replies and hands each to the oldest waiting
+/// caller.
+async fn read_replies(shared: Arc<Shared>, mut reader: OwnedReadHalf) {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut replies = Vec::new();
+    let mut slots = Vec::new();
+    let failure = loop {
+        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+            buf.reserve(READ_CHUNK);
+        }
+        let read = tokio::select! {
+            biased;
+            () = shared.stop.cancelled() => return,
+            read = reader.read_buf(&mut buf) => read,
+        };
+        match read {
+            Ok(0) => {
+                break Failure {
+                    kind: io::ErrorKind::UnexpectedEof,
+                    message: "the node closed the connection".into(),
+                }
+            }
+            Ok(_) => {}
+            Err(err) => break Failure::from_io(&err),
+        }
+        let parsed = loop {
+            match resp::parse(&buf) {
+                Ok(Some((reply, used))) => {
+                    buf.advance(used);
+                    replies.push(reply);
+                }
+                Ok(None) => break Ok(()),
+                Err(err) => break Err(err),
+            }
+        };
+        {
+            let mut state = shared.lock();
+            let n = replies.len().min(state.waiting.len());
+            slots.extend(state.waiting.drain(..n));
+        }
+        let unasked = replies.len() - slots.len();
+        for (slot, reply) in slots.drain(..).zip(replies.drain(..)) {
+            let _ = slot.send(match reply {
+                Reply::Value(value) => Ok(value),
+                Reply::Error(text) => Err(MuxError::server(&text)),
+            });
+        }
+        if unasked > 0 {
+            break Failure {
+                kind: io::ErrorKind::InvalidData,
+                message: "the node sent a reply nobody asked for".into(),
+            };
+        }
+        if let Err(err) = parsed {
+            break Failure {
+                kind: io::ErrorKind::InvalidData,
+                message: format!("protocol error: {}", err.0),
+            };
+        }
+    };
+    shared.fail(failure);
+}
