@@ -137,23 +137,26 @@ pub(crate) struct Mux {
 }
 
 impl Mux {
-    /// Connects to `addr` (`host:port`) within `timeout` and authenticates
-    /// with `password` if one is given.
+    /// Connects to `addr` (`host:port`) and authenticates with `password`
+    /// if one is given, both within `timeout`.
     pub(crate) async fn connect(
         addr: &str,
         password: Option<&str>,
         timeout: Duration,
     ) -> Result<Mux, redis::RedisError> {
-        let stream = match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
-            Ok(stream) => stream?,
-            Err(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("connection timed out after {timeout:?}"),
-                )
-                .into())
-            }
-        };
+        match tokio::time::timeout(timeout, Mux::open(addr, password)).await {
+            Ok(opened) => opened,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connecting (TCP and AUTH) timed out after {timeout:?}"),
+            )
+            .into()),
+        }
+    }
+
+    /// [`Mux::connect`] without its deadline.
+    async fn open(addr: &str, password: Option<&str>) -> Result<Mux, redis::RedisError> {
+        let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (reader, writer) = stream.into_split();
         let shared = Arc::new(Shared {
@@ -169,10 +172,9 @@ impl Mux {
         if let Some(password) = password {
             let mut auth = redis::cmd("AUTH");
             auth.arg(password);
-            let answer = tokio::time::timeout(timeout, mux.send(&auth)).await;
-            match answer {
-                Ok(Ok(_)) => {}
-                Ok(Err(MuxError::Server { code, message })) => {
+            match mux.send(&auth).await {
+                Ok(_) => {}
+                Err(MuxError::Server { code, message }) => {
                     return Err((
                         redis::ErrorKind::AuthenticationFailed,
                         "authentication failed",
@@ -180,14 +182,7 @@ impl Mux {
                     )
                         .into())
                 }
-                Ok(Err(MuxError::Connection(err))) => return Err(err),
-                Err(_) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        format!("AUTH timed out after {timeout:?}"),
-                    )
-                    .into())
-                }
+                Err(MuxError::Connection(err)) => return Err(err),
             }
         }
         Ok(mux)
