@@ -9,6 +9,12 @@
 # /proc/PID/stat around the run; less sensitive to other load on the machine
 # than requests per second).
 #
+# When redis-server is installed, each round also measures the load
+# generator's ceiling: unpipelined PING (and PING -P 16) against a fresh
+# redis-server, the cheapest request the fastest RESP server answers. No
+# Disque-compatible server can beat that rate with this client on this
+# machine, so ceiling / Disque is the largest ratio a run can show.
+#
 # usage: scripts/bench_vs_disque.sh EZMQ_BINARY DISQUE_BINARY [ROUNDS] [N]
 set -eu
 EZMQ=$1
@@ -17,6 +23,7 @@ ROUNDS=${3:-3}
 N=${4:-200000}
 PORT_E=17941
 PORT_D=17942
+PORT_R=17943
 OUT=$(mktemp)
 trap 'rm -f "$OUT"' EXIT
 
@@ -45,6 +52,14 @@ run() { # name port
     echo "$1 $a $p $g" | tee -a "$OUT"
 }
 
+ceiling() {
+    command -v redis-server >/dev/null 2>&1 || return 0
+    redis-server --port $PORT_R --save '' --appendonly no >/dev/null 2>&1 & PID=$!
+    wait_port $PORT_R
+    echo "ceiling $(rps $PORT_R PING) $(rps $PORT_R -P 16 PING) $(rps $PORT_R PING)" | tee -a "$OUT"
+    stop
+}
+
 start_e() { "$EZMQ" --port $PORT_E >/dev/null 2>&1 & PID=$!; wait_port $PORT_E; }
 start_d() { "$DISQUE" --port $PORT_D --appendonly no --daemonize no --logfile /dev/null >/dev/null 2>&1 & PID=$!; wait_port $PORT_D; }
 stop() { kill "$PID"; wait "$PID" 2>/dev/null || true; }
@@ -59,10 +74,12 @@ while [ $r -le "$ROUNDS" ]; do
         start_e; run ezmq $PORT_E; stop
         start_d; run disque $PORT_D; stop
     fi
+    ceiling
     r=$((r + 1))
 done
 echo "median:"
-for s in disque ezmq; do
+for s in disque ezmq ceiling; do
+    grep -q "^$s " "$OUT" || continue
     printf '%s' "$s"
     for col in 2 3 4 5 6 7; do
         printf ' %s' "$(grep "^$s " "$OUT" | awk -v c=$col '{print $c}' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"
