@@ -462,9 +462,11 @@ impl DisqueBackend {
         if let Some(task) = task {
             let _ = task.await;
         }
-        for node in self.shared.snapshot().iter() {
-            node.disconnect().await;
-        }
+        // Nodes drain concurrently: a hung one costs `command_timeout`
+        // once, not once per node.
+        let drain = self.shared.config.command_timeout;
+        let nodes = self.shared.snapshot();
+        futures::future::join_all(nodes.iter().map(|node| node.disconnect(drain))).await;
         if let Ok(mut map) = self.shared.delivered.lock() {
             map.clear();
         }

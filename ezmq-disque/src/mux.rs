@@ -9,9 +9,10 @@
 //! allocation for its encoding, no channel hop before the write, and a
 //! reply is built straight from the read buffer.
 //!
-//! Both tasks stop when the last [`Mux`] handle is dropped (a caller still
-//! awaiting a reply holds one) or when the connection fails; every waiting
-//! caller then gets the failure.
+//! Both tasks stop when the connection fails, when it is closed
+//! ([`Mux::close`], which also waits for them), or when the last [`Mux`]
+//! handle is dropped (a caller still awaiting a reply holds one); every
+//! waiting caller then gets the failure.
 
 use std::collections::VecDeque;
 use std::io;
@@ -24,6 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Notify};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::resp::{self, Reply};
@@ -88,6 +90,8 @@ struct State {
     waiting: VecDeque<Slot>,
     /// Set once the connection is unusable.
     failed: Option<Failure>,
+    /// Set by [`Mux::close`]: new commands are refused.
+    closing: bool,
 }
 
 struct Shared {
@@ -118,15 +122,29 @@ impl Shared {
     }
 }
 
-/// Stops the tasks when the last handle goes.
-struct Owner(Arc<Shared>);
+/// Owns the two tasks; stops them when the last handle goes.
+struct Owner {
+    shared: Arc<Shared>,
+    /// The reader and writer tasks, until [`Mux::close`] joins them.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Owner {
+    fn stop(&self) {
+        self.shared.fail(closed_by_client());
+    }
+}
+
+fn closed_by_client() -> Failure {
+    Failure {
+        kind: io::ErrorKind::NotConnected,
+        message: "connection closed by the client".into(),
+    }
+}
 
 impl Drop for Owner {
     fn drop(&mut self) {
-        self.0.fail(Failure {
-            kind: io::ErrorKind::NotConnected,
-            message: "connection closed by the client".into(),
-        });
+        self.stop();
     }
 }
 
@@ -164,10 +182,15 @@ impl Mux {
             wake_writer: Notify::new(),
             stop: CancellationToken::new(),
         });
-        tokio::spawn(read_replies(shared.clone(), reader));
-        tokio::spawn(write_commands(shared.clone(), writer));
+        let tasks = vec![
+            tokio::spawn(read_replies(shared.clone(), reader)),
+            tokio::spawn(write_commands(shared.clone(), writer)),
+        ];
         let mux = Mux {
-            owner: Arc::new(Owner(shared)),
+            owner: Arc::new(Owner {
+                shared,
+                tasks: Mutex::new(tasks),
+            }),
         };
         if let Some(password) = password {
             let mut auth = redis::cmd("AUTH");
@@ -192,22 +215,38 @@ impl Mux {
     /// reply leaves the connection in order (the reply is read and thrown
     /// away).
     pub(crate) async fn send(&self, cmd: &redis::Cmd) -> Result<Value, MuxError> {
-        let shared = &self.owner.0;
-        let reply = {
-            let mut state = shared.lock();
-            if let Some(failure) = &state.failed {
-                return Err(failure.error());
-            }
-            let wake = state.out.is_empty();
-            cmd.write_packed_command(&mut state.out);
-            let (slot, reply) = oneshot::channel();
-            state.waiting.push_back(slot);
-            drop(state);
-            if wake {
-                shared.wake_writer.notify_one();
-            }
-            reply
-        };
+        let reply = self.enqueue(cmd, false)?;
+        Self::answer(reply).await
+    }
+
+    /// Queues `cmd` and its reply slot, in the same order, under one lock.
+    /// Refused once the connection failed, or is closing unless `closing`.
+    fn enqueue(
+        &self,
+        cmd: &redis::Cmd,
+        closing: bool,
+    ) -> Result<oneshot::Receiver<Result<Value, MuxError>>, MuxError> {
+        let shared = &self.owner.shared;
+        let mut state = shared.lock();
+        if let Some(failure) = &state.failed {
+            return Err(failure.error());
+        }
+        if state.closing && !closing {
+            return Err(closed_by_client().error());
+        }
+        state.closing |= closing;
+        let wake = state.out.is_empty();
+        cmd.write_packed_command(&mut state.out);
+        let (slot, reply) = oneshot::channel();
+        state.waiting.push_back(slot);
+        drop(state);
+        if wake {
+            shared.wake_writer.notify_one();
+        }
+        Ok(reply)
+    }
+
+    async fn answer(reply: oneshot::Receiver<Result<Value, MuxError>>) -> Result<Value, MuxError> {
         match reply.await {
             Ok(result) => result,
             Err(_) => Err(Failure {
@@ -215,6 +254,28 @@ impl Mux {
                 message: "connection closed".into(),
             }
             .error()),
+        }
+    }
+
+    /// Closes the connection gracefully: new commands are refused at once,
+    /// the commands already sent get their replies for up to `drain` (a
+    /// last `PING` is answered after all of them), then every caller still
+    /// waiting gets a "closed by the client" error and both tasks are
+    /// stopped and joined.
+    pub(crate) async fn close(&self, drain: Duration) {
+        if let Ok(last) = self.enqueue(&redis::cmd("PING"), true) {
+            let _ = tokio::time::timeout(drain, Self::answer(last)).await;
+        }
+        self.owner.stop();
+        let tasks = std::mem::take(
+            &mut *self
+                .owner
+                .tasks
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for task in tasks {
+            let _ = task.await;
         }
     }
 }
@@ -347,3 +408,6 @@ async fn read_replies(shared: Arc<Shared>, mut reader: OwnedReadHalf) {
     };
     shared.fail(failure);
 }
+
+#[cfg(test)]
+mod tests;

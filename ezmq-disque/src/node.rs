@@ -393,10 +393,15 @@ impl Node {
         }
     }
 
-    /// Drops every connection.
-    pub(crate) async fn disconnect(&self) {
+    /// Closes every connection: commands in flight on the shared one get
+    /// their replies for up to `drain`, then its tasks are joined.
+    pub(crate) async fn disconnect(&self, drain: Duration) {
         let _connecting = self.connecting.lock().await;
+        let shared = self.mux_slot().take();
         self.drop_connections();
+        if let Some(mux) = shared {
+            mux.close(drain).await;
+        }
     }
 
     /// Forgets the shared connection and the idle pool (commands still in
