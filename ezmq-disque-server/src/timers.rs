@@ -9,8 +9,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
 
-/// Timer resolution: job events fire at most this late.
+/// How often due job events are looked for.
 pub(crate) const TICK: Duration = Duration::from_millis(10);
+/// Timer slack: events fire once the earliest of them has been due this
+/// long (ms), all together with every event due by then. So jobs whose
+/// deadlines are a few milliseconds apart (added or delivered together)
+/// take effect together, and no event fires more than `SLACK_MS` + [`TICK`]
+/// late, never early.
+pub(crate) const SLACK_MS: u64 = 50;
 
 /// Unix time in milliseconds.
 pub(crate) fn now_ms() -> u64 {
@@ -37,7 +43,12 @@ pub(crate) async fn run(node: Arc<Node>, token: CancellationToken) {
         }
         let now = now_ms();
         let mut store = node.store();
-        store.process_timers(now);
+        if store
+            .next_timer()
+            .is_some_and(|at| at.saturating_add(SLACK_MS) <= now)
+        {
+            store.process_timers(now);
+        }
         let rewrite_due = node.aof.as_ref().is_some_and(|a| {
             a.stats
                 .rewrite_scheduled
@@ -54,6 +65,11 @@ pub(crate) async fn run(node: Arc<Node>, token: CancellationToken) {
 }
 
 impl Store {
+    /// When the earliest timer event is due (ms), if any.
+    fn next_timer(&self) -> Option<u64> {
+        self.timers.first().map(key_time)
+    }
+
     /// Runs every due timer event (delays, retries, expiry).
     pub(crate) fn process_timers(&mut self, now: u64) {
         while let Some(k) = self.timers.first() {

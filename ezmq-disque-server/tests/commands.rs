@@ -154,6 +154,29 @@ async fn delay_is_not_early() {
 }
 
 #[tokio::test]
+async fn delays_a_few_ms_apart_take_effect_together() {
+    let server = start().await;
+    let mut c = conn(&server).await;
+    let q = queue("slack");
+    let t0 = Instant::now();
+    addjob(&mut c, &q, "first", &["DELAY", "1"]).await;
+    // The second deadline lands 10 ms after the first: a different timer
+    // tick, well within the timer slack.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    addjob(&mut c, &q, "second", &["DELAY", "1"]).await;
+    let first_seen = loop {
+        let n = int(&mut c, &["QLEN", &q]).await;
+        if n > 0 {
+            break n;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "never queued");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    assert!(t0.elapsed() >= Duration::from_secs(1), "queued early");
+    assert_eq!(first_seen, 2, "the two delayed jobs were queued apart");
+}
+
+#[tokio::test]
 async fn ttl_expires_job() {
     let server = start().await;
     let mut c = conn(&server).await;
