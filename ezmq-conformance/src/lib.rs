@@ -61,6 +61,7 @@ pub const CASES: &[&str] = &[
     "broadcast_groups",
     "request_reply",
     "capabilities_are_consistent",
+    "idempotent_push_by_message_id",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -92,6 +93,7 @@ macro_rules! behaviour_suite {
             broadcast_groups,
             request_reply,
             capabilities_are_consistent,
+            idempotent_push_by_message_id,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

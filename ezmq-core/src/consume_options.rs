@@ -67,6 +67,11 @@ pub struct ConsumeOptions {
     pub max_attempts: u32,
     /// Wait between a failure and the next attempt.
     pub backoff: Backoff,
+    /// Wait between failed fetches (broker down or restarting): doubles
+    /// from `initial` to `max` while fetches fail, back to `initial` after
+    /// one succeeds. Default 100 ms doubling to 1 s, so a listener resumes
+    /// within about a second of the broker accepting connections again.
+    pub fetch_error_backoff: Backoff,
     /// Where jobs that exhausted their attempts go.
     pub dead_letter: DeadLetter,
     /// On brokers with leases, a handler still running after this long
@@ -102,6 +107,10 @@ impl Default for ConsumeOptions {
             concurrency: 10,
             max_attempts: 5,
             backoff: Backoff::default(),
+            fetch_error_backoff: Backoff {
+                initial: Duration::from_millis(100),
+                max: Duration::from_secs(1),
+            },
             dead_letter: DeadLetter::Default,
             heartbeat_after: Duration::from_millis(500),
             fetch_wait: Duration::from_secs(1),
@@ -137,6 +146,23 @@ impl ConsumeOptions {
     #[must_use]
     pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
         self.backoff = Backoff { initial, max };
+        self
+    }
+
+    /// Sets [`ConsumeOptions::fetch_error_backoff`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ezmq_core::ConsumeOptions;
+    ///
+    /// let patient = ConsumeOptions::new()
+    ///     .with_fetch_error_backoff(Duration::from_millis(50), Duration::from_secs(5));
+    /// assert_eq!(patient.fetch_error_backoff.max, Duration::from_secs(5));
+    /// assert!(patient.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn with_fetch_error_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.fetch_error_backoff = Backoff { initial, max };
         self
     }
 
@@ -220,6 +246,14 @@ impl ConsumeOptions {
                 "initial wait is longer than the maximum",
             ));
         }
+        if self.fetch_error_backoff.initial.is_zero()
+            || self.fetch_error_backoff.initial > self.fetch_error_backoff.max
+        {
+            return Err(Error::invalid_option(
+                "fetch_error_backoff",
+                "initial wait must be positive and no longer than the maximum",
+            ));
+        }
         if self.handler_timeout == Some(Duration::ZERO) {
             return Err(Error::invalid_option("handler_timeout", "must be positive"));
         }
@@ -245,6 +279,7 @@ impl ConsumeOptions {
             ("fetch_wait", self.fetch_wait, Duration::from_secs(3600)),
             ("heartbeat_after", self.heartbeat_after, DAY),
             ("backoff", self.backoff.max, 7 * DAY),
+            ("fetch_error_backoff", self.fetch_error_backoff.max, DAY),
             (
                 "handler_timeout",
                 self.handler_timeout.unwrap_or_default(),
@@ -297,6 +332,14 @@ mod tests {
             .is_err());
         assert!(ConsumeOptions::new()
             .with_backoff(Duration::from_secs(1), Duration::MAX)
+            .validate()
+            .is_err());
+        assert!(ConsumeOptions::new()
+            .with_fetch_error_backoff(Duration::ZERO, Duration::from_secs(1))
+            .validate()
+            .is_err());
+        assert!(ConsumeOptions::new()
+            .with_fetch_error_backoff(Duration::from_secs(2), Duration::from_secs(1))
             .validate()
             .is_err());
     }

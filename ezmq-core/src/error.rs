@@ -13,7 +13,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 ///
 /// Match on the variants that matter to you and use the classification
 /// helpers ([`Error::is_retryable`], [`Error::is_timeout`],
-/// [`Error::is_connection_error`]) for the rest.
+/// [`Error::is_connection_error`], [`Error::is_outcome_unknown`]) for the
+/// rest.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -83,6 +84,26 @@ pub enum Error {
         /// Whether repeating the same request may succeed (connection
         /// dropped, node leaving, replication timeout).
         retryable: bool,
+    },
+
+    /// A push reached the broker (or may have) but its answer never came: it
+    /// timed out after it was sent, or the connection was lost before the
+    /// broker confirmed it. The job **may have been stored**; this is never
+    /// returned for a push the broker refused or that was never sent.
+    ///
+    /// Pushing it again may store it twice, so [`Error::is_retryable`] is
+    /// false. On a backend with
+    /// [`Capability::IdempotentPush`](crate::spi::Capability::IdempotentPush),
+    /// push again with the same
+    /// [`PushOptions::with_message_id`](crate::PushOptions::with_message_id):
+    /// a copy the broker already stored makes the second push store nothing.
+    #[error("push to topic {topic:?} may or may not have been stored: {source}")]
+    OutcomeUnknown {
+        /// The push's topic.
+        topic: String,
+        /// What happened after the push was sent (timeout, lost connection).
+        #[source]
+        source: BoxError,
     },
 
     /// A typed payload could not be encoded or decoded as JSON.
@@ -237,6 +258,14 @@ impl Error {
         }
     }
 
+    /// Builds an [`Error::OutcomeUnknown`] for a push to `topic`.
+    pub fn outcome_unknown(topic: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::OutcomeUnknown {
+            topic: topic.into(),
+            source: source.into(),
+        }
+    }
+
     /// Builds an [`Error::InvalidOption`].
     pub fn invalid_option(option: &'static str, reason: impl Into<String>) -> Self {
         Error::InvalidOption {
@@ -245,8 +274,10 @@ impl Error {
         }
     }
 
-    /// True when retrying the same operation later may succeed (not for
-    /// rejected credentials or a failed TLS handshake).
+    /// True when retrying the same operation later may succeed and cannot
+    /// do it twice (not for rejected credentials or a failed TLS handshake,
+    /// and not for [`Error::OutcomeUnknown`]: see
+    /// [`Error::is_outcome_unknown`]).
     pub fn is_retryable(&self) -> bool {
         match self {
             Error::Connect { failure, .. } => !matches!(
@@ -262,6 +293,27 @@ impl Error {
     /// True for [`Error::Timeout`] and [`Error::NoReply`].
     pub fn is_timeout(&self) -> bool {
         matches!(self, Error::Timeout(_) | Error::NoReply { .. })
+    }
+
+    /// True for [`Error::OutcomeUnknown`]: a push whose job may or may not
+    /// have been stored. Retry it only with the same message id on a backend
+    /// that deduplicates pushes
+    /// ([`Capability::IdempotentPush`](crate::spi::Capability::IdempotentPush)),
+    /// or accept that a retry may deliver it twice.
+    ///
+    /// ```
+    /// use ezmq_core::Error;
+    ///
+    /// let err = Error::outcome_unknown("orders", "no confirm within 5s");
+    /// assert!(err.is_outcome_unknown());
+    /// assert!(!err.is_retryable());
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "push to topic \"orders\" may or may not have been stored: no confirm within 5s"
+    /// );
+    /// ```
+    pub fn is_outcome_unknown(&self) -> bool {
+        matches!(self, Error::OutcomeUnknown { .. })
     }
 
     /// True when no broker could be reached.

@@ -342,7 +342,7 @@ impl Backend for RedisBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::all()
+        Capabilities::all().without(ezmq_core::spi::Capability::IdempotentPush)
     }
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {

@@ -7,6 +7,7 @@
 
 mod consume;
 mod failures;
+mod idempotence;
 mod inspection;
 mod lifecycle;
 mod timing;
@@ -25,6 +26,7 @@ pub use failures::{
     at_least_once_when_consumer_dies, permanent_error_skips_retries,
     retry_with_backoff_then_dead_letter,
 };
+pub use idempotence::idempotent_push_by_message_id;
 pub use inspection::{capabilities_are_consistent, peek, queue_len};
 pub use lifecycle::{graceful_shutdown_loses_nothing, resumes_after_broker_restart};
 pub use timing::{delayed_delivery_never_early, long_handler_gets_no_duplicate};

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use crate::consume_options::Backoff;
+
 /// Largest share of a retry delay added as random jitter.
 const MAX_JITTER: f64 = 0.2;
 
@@ -14,32 +16,33 @@ pub(crate) fn with_jitter(delay: Duration) -> Duration {
     delay.saturating_add(delay.mul_f64(factor))
 }
 
-/// Backoff between failed fetches: 100 ms doubling to 5 s, reset on success.
+/// Backoff between failed fetches
+/// ([`ConsumeOptions::fetch_error_backoff`](crate::ConsumeOptions::fetch_error_backoff)):
+/// doubling from its initial wait to its maximum, reset on success.
 #[derive(Debug)]
 pub(crate) struct FetchBackoff {
+    policy: Backoff,
     next: Duration,
 }
 
 impl FetchBackoff {
-    const INITIAL: Duration = Duration::from_millis(100);
-    const MAX: Duration = Duration::from_secs(5);
-
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(policy: &Backoff) -> Self {
         FetchBackoff {
-            next: Self::INITIAL,
+            policy: policy.clone(),
+            next: policy.initial,
         }
     }
 
     /// The wait after one more failure.
     pub(crate) fn next_delay(&mut self) -> Duration {
         let delay = self.next;
-        self.next = self.next.saturating_mul(2).min(Self::MAX);
+        self.next = self.next.saturating_mul(2).min(self.policy.max);
         delay
     }
 
     /// Called after a successful fetch.
     pub(crate) fn reset(&mut self) {
-        self.next = Self::INITIAL;
+        self.next = self.policy.initial;
     }
 }
 
@@ -59,9 +62,9 @@ mod tests {
 
     #[test]
     fn fetch_backoff_doubles_caps_and_resets() {
-        let mut b = FetchBackoff::new();
-        let waits: Vec<_> = (0..8).map(|_| b.next_delay().as_millis()).collect();
-        assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+        let mut b = FetchBackoff::new(&crate::ConsumeOptions::default().fetch_error_backoff);
+        let waits: Vec<_> = (0..6).map(|_| b.next_delay().as_millis()).collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
         b.reset();
         assert_eq!(b.next_delay(), Duration::from_millis(100));
     }

@@ -63,7 +63,7 @@ async fn join(task: &'static str, handle: Option<JoinHandle<()>>) {
 }
 
 async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
-    let mut errors = FetchBackoff::new();
+    let mut errors = FetchBackoff::new(&ctx.options.fetch_error_backoff);
     loop {
         let Some(permits) = free_slots(ctx).await else {
             return;

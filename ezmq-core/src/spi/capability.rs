@@ -24,11 +24,17 @@ pub enum Capability {
     /// Private reply inboxes ([`ReplyChannel`](super::ReplyChannel)):
     /// request-reply.
     RequestReply,
+    /// A push with a message id
+    /// ([`PushOptions::with_message_id`](crate::PushOptions::with_message_id))
+    /// that the broker already stored (within the backend's documented
+    /// window) stores nothing, atomically: the safe retry after an
+    /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
+    IdempotentPush,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 7] = [
+    pub const ALL: [Capability; 8] = [
         Capability::DelayedDelivery,
         Capability::LeaseExtension,
         Capability::QueueStats,
@@ -36,6 +42,7 @@ impl Capability {
         Capability::ExclusiveClaim,
         Capability::FanOut,
         Capability::RequestReply,
+        Capability::IdempotentPush,
     ];
 
     /// A short human name, e.g. `delayed delivery`.
@@ -48,6 +55,7 @@ impl Capability {
             Capability::ExclusiveClaim => "exclusive claim",
             Capability::FanOut => "fan-out (consumer groups)",
             Capability::RequestReply => "request-reply inboxes",
+            Capability::IdempotentPush => "idempotent push by message id",
         }
     }
 

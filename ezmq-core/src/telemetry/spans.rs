@@ -106,6 +106,7 @@ pub fn error_type(err: &Error) -> &'static str {
         Error::QueuePaused { .. } => "queue_paused",
         Error::Connect { .. } => "connect",
         Error::Backend { .. } => "backend",
+        Error::OutcomeUnknown { .. } => "outcome_unknown",
         Error::Json(_) => "json",
         Error::Timeout(_) => names::ERROR_TIMEOUT,
         Error::NoReply { .. } => "no_reply",
