@@ -18,12 +18,20 @@ use crate::error::DisqueError;
 use crate::node::{as_string, as_u64, Node};
 use crate::push_options::DisquePushOptions;
 
+/// One `ADDJOB` on `node`; an error after it was sent becomes
+/// [`DisqueError::OutcomeUnknown`], which is never failed over.
 async fn addjob_on(
     node: &Node,
     cmd: &redis::Cmd,
     timeout: Duration,
 ) -> Result<String, DisqueError> {
-    let value = node.query("ADDJOB", cmd, timeout).await?;
+    let value = node.query("ADDJOB", cmd, timeout).await.map_err(|e| {
+        if e.may_have_run() {
+            DisqueError::OutcomeUnknown(Box::new(e))
+        } else {
+            e
+        }
+    })?;
     into_string(value).map_err(|value| unexpected("ADDJOB", node, &value))
 }
 
@@ -171,6 +179,9 @@ fn partial(err: DisqueError) -> Error {
 }
 
 fn map_add_error(topic: &Topic, err: DisqueError) -> Error {
+    if let DisqueError::OutcomeUnknown(sent) = err {
+        return Error::outcome_unknown(topic.as_str(), sent);
+    }
     match err.server_code() {
         Some("MAXLEN") => Error::QueueFull {
             topic: topic.as_str().to_owned(),
@@ -187,9 +198,18 @@ fn map_add_error(topic: &Topic, err: DisqueError) -> Error {
 /// id and the raw stored body (headers still enveloped).
 impl DisqueBackend {
     /// `ADDJOB` on the topic's affinity node with explicit `REPLICATE`,
-    /// `RETRY`, `TTL` and timeout. A connection error or `-LEAVING` retries
-    /// on the next node: the job may then exist twice, which at-least-once
-    /// delivery allows.
+    /// `RETRY`, `TTL` and timeout.
+    ///
+    /// An `ADDJOB` that was never sent (no connection), was refused with
+    /// `-LEAVING`, whose connection the node closed or reset, or that waited
+    /// on a node found hung goes to the next node. The hung node's copy
+    /// does not survive a synchronous replication: the client closes the
+    /// connection, and Disque deletes a job whose client left before it was
+    /// replicated. A copy a dead node had already replicated, or a
+    /// `REPLICATE 1`/`ASYNC` copy on a hung node, may then exist twice,
+    /// which at-least-once delivery allows. One sent to a node that still
+    /// answers and got no reply in time is not sent again, as the node may
+    /// still store it: the push fails with [`Error::OutcomeUnknown`].
     #[tracing::instrument(level = "trace", skip(self, body, options), fields(topic = %topic))]
     pub(crate) async fn add(
         &self,

@@ -41,8 +41,9 @@ pub enum DisqueError {
     #[error("could not read every Disque node; the answer would be partial")]
     Partial(#[source] Box<DisqueError>),
 
-    /// Opening a connection (TCP, then `AUTH`) to a node failed.
-    #[error("connecting to Disque node {addr} failed")]
+    /// Opening a connection (TCP, then `AUTH`) to a node failed, or the
+    /// node's connection had already failed: nothing was sent.
+    #[error("connecting to Disque node {addr} failed: {source}")]
     Connect {
         /// The node's address.
         addr: String,
@@ -52,7 +53,7 @@ pub enum DisqueError {
     },
 
     /// A command failed on the connection (I/O, protocol).
-    #[error("{command} on Disque node {addr} failed")]
+    #[error("{command} on Disque node {addr} failed: {source}")]
     Io {
         /// The command, e.g. `ADDJOB`.
         command: &'static str,
@@ -114,6 +115,13 @@ pub enum DisqueError {
     /// The node table is empty (every node left).
     #[error("no Disque node is known")]
     NoNodes,
+
+    /// An `ADDJOB` was sent to a node that still answers but its reply did
+    /// not come in time (see [`DisqueError::may_have_run`]): the job may
+    /// have been stored, so it is not sent to another node. Public APIs return it as
+    /// [`ezmq_core::Error::OutcomeUnknown`].
+    #[error("{0}; the job may have been stored")]
+    OutcomeUnknown(#[source] Box<DisqueError>),
 }
 
 impl DisqueError {
@@ -142,6 +150,24 @@ impl DisqueError {
             DisqueError::Server { code, .. } => code == "LEAVING",
             _ => false,
         }
+    }
+
+    /// True when the command was sent to a node that still answers but its
+    /// reply did not come in time: the node may still carry it out.
+    ///
+    /// False for a command never sent ([`DisqueError::Connect`]), for any
+    /// reply (error replies included), for a connection the node closed or
+    /// reset ([`DisqueError::Io`]: the node died or dropped the client), and
+    /// for a node found hung ([`DisqueError::NodeDown`]): the client closes
+    /// its connections to a hung node, and a Disque node that finds the
+    /// client of a synchronously replicated `ADDJOB` gone deletes the job
+    /// from the cluster (Disque's `unblockClientWaitingJobRepl`), so the
+    /// copy it held does not survive once it goes on.
+    pub fn may_have_run(&self) -> bool {
+        matches!(
+            self,
+            DisqueError::Timeout { .. } | DisqueError::OutcomeUnknown(_)
+        )
     }
 
     /// The error code of a server error reply (`MAXLEN`, `PAUSED`, ...).

@@ -16,8 +16,9 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, BytesMut};
 use redis::Value;
@@ -46,11 +47,23 @@ pub(crate) enum MuxError {
         /// The rest of the reply.
         message: String,
     },
-    /// The connection failed (or was closed) before the reply came.
+    /// The connection failed (or was closed) before the reply came; the
+    /// command had been queued, so the node may have run it.
     Connection(redis::RedisError),
+    /// The connection had already failed (or was closing): the command was
+    /// refused before anything was sent.
+    Unsent(redis::RedisError),
 }
 
 impl MuxError {
+    /// The same failure, for a command that was never sent.
+    fn unsent(self) -> Self {
+        match self {
+            MuxError::Connection(err) => MuxError::Unsent(err),
+            other => other,
+        }
+    }
+
     fn server(text: &str) -> Self {
         let (code, message) = text.split_once(' ').unwrap_or((text, ""));
         MuxError::Server {
@@ -96,6 +109,10 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
+    /// When the oldest unanswered command became the oldest ([`stamp`]),
+    /// 0 while none waits: how long the connection's head of line has been
+    /// held up, read without the lock by [`Mux::stalled_for`].
+    head_since: AtomicU64,
     /// Wakes the writer when `out` stops being empty.
     wake_writer: Notify,
     /// Stops both tasks.
@@ -113,6 +130,7 @@ impl Shared {
         let waiting = {
             let mut state = self.lock();
             state.failed.get_or_insert(failure.clone());
+            self.head_since.store(0, Ordering::Relaxed);
             std::mem::take(&mut state.waiting)
         };
         self.stop.cancel();
@@ -179,6 +197,7 @@ impl Mux {
         let (reader, writer) = stream.into_split();
         let shared = Arc::new(Shared {
             state: Mutex::default(),
+            head_since: AtomicU64::new(0),
             wake_writer: Notify::new(),
             stop: CancellationToken::new(),
         });
@@ -205,7 +224,7 @@ impl Mux {
                     )
                         .into())
                 }
-                Err(MuxError::Connection(err)) => return Err(err),
+                Err(MuxError::Connection(err) | MuxError::Unsent(err)) => return Err(err),
             }
         }
         Ok(mux)
@@ -229,15 +248,18 @@ impl Mux {
         let shared = &self.owner.shared;
         let mut state = shared.lock();
         if let Some(failure) = &state.failed {
-            return Err(failure.error());
+            return Err(failure.error().unsent());
         }
         if state.closing && !closing {
-            return Err(closed_by_client().error());
+            return Err(closed_by_client().error().unsent());
         }
         state.closing |= closing;
         let wake = state.out.is_empty();
         cmd.write_packed_command(&mut state.out);
         let (slot, reply) = oneshot::channel();
+        if state.waiting.is_empty() {
+            shared.head_since.store(stamp(), Ordering::Relaxed);
+        }
         state.waiting.push_back(slot);
         drop(state);
         if wake {
@@ -255,6 +277,23 @@ impl Mux {
             }
             .error()),
         }
+    }
+
+    /// How long the oldest unanswered command has been waiting at the head
+    /// of the line (since it was sent, or since the reply before it came),
+    /// `now` being a [`stamp`]; zero when nothing waits. A node answers one
+    /// connection's commands strictly in order, so a slow command holds up
+    /// every later one on the same connection.
+    pub(crate) fn stalled_for(&self, now: u64) -> Duration {
+        match self.owner.shared.head_since.load(Ordering::Relaxed) {
+            0 => Duration::ZERO,
+            since => Duration::from_micros(now.saturating_sub(since)),
+        }
+    }
+
+    /// True once the connection can take no more commands.
+    pub(crate) fn is_failed(&self) -> bool {
+        self.owner.shared.lock().failed.is_some()
     }
 
     /// Closes the connection gracefully: new commands are refused at once,
@@ -381,10 +420,12 @@ async fn read_replies(shared: Arc<Shared>, mut reader: OwnedReadHalf) {
                 Err(err) => break Err(err),
             }
         };
-        {
+        if !replies.is_empty() {
             let mut state = shared.lock();
             let n = replies.len().min(state.waiting.len());
             slots.extend(state.waiting.drain(..n));
+            let since = if state.waiting.is_empty() { 0 } else { stamp() };
+            shared.head_since.store(since, Ordering::Relaxed);
         }
         let unasked = replies.len() - slots.len();
         for (slot, reply) in slots.drain(..).zip(replies.drain(..)) {
@@ -407,6 +448,16 @@ async fn read_replies(shared: Arc<Shared>, mut reader: OwnedReadHalf) {
         }
     };
     shared.fail(failure);
+}
+
+/// Microseconds since the first call in this process, never 0: the clock
+/// of [`Mux::stalled_for`] (an atomic `u64`, unlike an `Instant`).
+pub(crate) fn stamp() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    let start = *START.get_or_init(Instant::now);
+    u64::try_from(start.elapsed().as_micros())
+        .unwrap_or(u64::MAX)
+        .max(1)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! One Disque node: its identity, its shared connection ([`Mux`]) and its
+//! One Disque node: its identity, its shared connections ([`Mux`]) and its
 //! pool of dedicated connections for blocking `GETJOB`s.
 
 use std::fmt;
@@ -12,9 +12,15 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ConnectionAddr, IntoConnectionInfo, Value};
 use tokio::sync::Mutex;
 
+use crate::config::DisqueConfig;
 use crate::error::{from_redis, DisqueError};
 use crate::health::Health;
-use crate::mux::{Mux, MuxError};
+use crate::mux::{stamp, Mux, MuxError};
+
+/// A connection whose oldest unanswered command has waited this long is
+/// held up: the next command goes down another one (see
+/// [`DisqueConfig::connections_per_node`]).
+const HELD_UP: Duration = Duration::from_millis(10);
 
 /// Identity of a node as learned from `HELLO`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,11 +43,14 @@ pub(crate) struct Node {
     password: Option<String>,
     connect_timeout: Duration,
     pool_size: usize,
-    /// The shared connection for every non-blocking command. A plain
-    /// mutex: it is only held to clone the handle, on every command.
-    mux: StdMutex<Option<Mux>>,
-    /// Held while (re)connecting `mux`, so concurrent callers open one
-    /// connection, not one each.
+    /// See [`DisqueConfig::connections_per_node`].
+    max_muxes: usize,
+    /// The shared connections for every non-blocking command, the first
+    /// one used while it is not held up ([`HELD_UP`]). A plain mutex: it is
+    /// only held to pick and clone a handle, on every command.
+    muxes: StdMutex<Vec<Mux>>,
+    /// Held while (re)connecting or adding to `muxes`, so concurrent callers
+    /// open one connection, not one each.
     connecting: Mutex<()>,
     /// Idle connections used only for blocking `GETJOB`s.
     idle: StdMutex<Vec<MultiplexedConnection>>,
@@ -58,13 +67,14 @@ impl fmt::Debug for Node {
 }
 
 impl Node {
+    /// A node with no connection open yet; `pool_size` idle `GETJOB`
+    /// connections are kept.
     pub(crate) fn new(
         info: NodeInfo,
-        password: Option<&str>,
-        connect_timeout: Duration,
-        hang_timeout: Duration,
+        config: &DisqueConfig,
         pool_size: usize,
     ) -> Result<Self, DisqueError> {
+        let password = config.password.as_deref();
         let (host, port) = crate::config::parse_addr(&info.addr)?;
         let mut redis_info = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
         if let Some(pw) = password {
@@ -86,12 +96,13 @@ impl Node {
             info,
             client,
             password: password.map(str::to_owned),
-            connect_timeout,
+            connect_timeout: config.connect_timeout,
             pool_size,
-            mux: StdMutex::new(None),
+            max_muxes: config.connections_per_node.max(1),
+            muxes: StdMutex::new(Vec::new()),
             connecting: Mutex::new(()),
             idle: StdMutex::new(Vec::new()),
-            hang_timeout,
+            hang_timeout: config.hang_timeout,
             health: Health::default(),
         })
     }
@@ -134,47 +145,123 @@ impl Node {
         Ok(conn)
     }
 
-    /// The shared connection, opened on first use or after a failure.
-    async fn shared(&self) -> Result<Mux, DisqueError> {
-        if let Some(conn) = self.mux_slot().as_ref() {
-            return Ok(conn.clone());
+    /// A shared connection to send the next command on, without waiting:
+    /// the first one not held up, else (every one held up and no more may
+    /// be opened) the one held up the shortest. `None` when none is open,
+    /// or when every one is held up and another may be opened
+    /// ([`Node::connection`] then opens it).
+    fn ready_mux(&self) -> Option<Mux> {
+        let muxes = self.mux_slot();
+        let first = muxes.first()?;
+        let now = stamp();
+        let mut best = (first, first.stalled_for(now));
+        if best.1 < HELD_UP {
+            return Some(first.clone());
         }
+        for mux in &muxes[1..] {
+            let stalled = mux.stalled_for(now);
+            if stalled < HELD_UP {
+                return Some(mux.clone());
+            }
+            if stalled < best.1 {
+                best = (mux, stalled);
+            }
+        }
+        if muxes.len() < self.max_muxes {
+            return None;
+        }
+        Some(best.0.clone())
+    }
+
+    /// The connection for a command when [`Node::ready_mux`] had none:
+    /// opens the first connection (waiting for it), or adds one to a pool
+    /// whose connections are all held up. Adding is bounded by the hang
+    /// timeout and done by one caller at a time; the others, and this one
+    /// if it fails, use the least held-up open connection.
+    async fn connection(&self) -> Result<Mux, DisqueError> {
+        if self.mux_slot().is_empty() {
+            return self.first_connection().await;
+        }
+        if let Ok(_adding) = self.connecting.try_lock() {
+            if self.ready_mux().is_none() {
+                match self.open_mux(self.hang_timeout).await {
+                    Ok(mux) => {
+                        let mut muxes = self.mux_slot();
+                        muxes.push(mux.clone());
+                        tracing::debug!(
+                            node = %self.info.addr,
+                            connections = muxes.len(),
+                            "every connection to the node is held up by a slow reply; opened another"
+                        );
+                        return Ok(mux);
+                    }
+                    Err(e) => {
+                        tracing::debug!(node = %self.info.addr, cause = %e, "could not add a connection");
+                    }
+                }
+            }
+        }
+        match self.least_held_up() {
+            Some(mux) => Ok(mux),
+            // Every connection failed meanwhile.
+            None => self.first_connection().await,
+        }
+    }
+
+    /// Opens the first connection (also after every one failed); callers
+    /// arriving meanwhile wait for it and share it.
+    async fn first_connection(&self) -> Result<Mux, DisqueError> {
         let _connecting = self.connecting.lock().await;
         // Another caller may have connected while we waited.
-        if let Some(conn) = self.mux_slot().as_ref() {
-            return Ok(conn.clone());
+        if let Some(mux) = self.mux_slot().first() {
+            return Ok(mux.clone());
         }
-        let opened = Mux::connect(
-            &self.info.addr,
-            self.password.as_deref(),
-            self.connect_timeout,
-        )
-        .await;
-        let conn = self.connected(opened)?;
-        *self.mux_slot() = Some(conn.clone());
-        Ok(conn)
+        let mux = self.open_mux(self.connect_timeout).await?;
+        self.mux_slot().push(mux.clone());
+        Ok(mux)
     }
 
-    fn mux_slot(&self) -> std::sync::MutexGuard<'_, Option<Mux>> {
-        self.mux
+    /// The open connection held up the shortest, if any.
+    fn least_held_up(&self) -> Option<Mux> {
+        let now = stamp();
+        self.mux_slot()
+            .iter()
+            .min_by_key(|mux| mux.stalled_for(now))
+            .cloned()
+    }
+
+    /// Opens a shared connection (TCP and `AUTH`) within `timeout`.
+    async fn open_mux(&self, timeout: Duration) -> Result<Mux, DisqueError> {
+        let opened = Mux::connect(&self.info.addr, self.password.as_deref(), timeout).await;
+        self.connected(opened)
+    }
+
+    /// Open shared connections (a failed one is dropped on the way).
+    fn mux_slot(&self) -> std::sync::MutexGuard<'_, Vec<Mux>> {
+        let mut muxes = self
+            .muxes
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if muxes.first().is_some_and(Mux::is_failed) {
+            muxes.retain(|mux| !mux.is_failed());
+        }
+        muxes
     }
 
-    /// Runs a non-blocking command on the shared connection (pipelined
-    /// with every other concurrent caller), within `timeout`.
+    /// Runs a non-blocking command on a shared connection (pipelined with
+    /// every other concurrent caller), within `timeout`.
     ///
-    /// The common case (connection open) awaits the command alone; opening
-    /// the connection is a separate boxed future, so the (large) connect
-    /// state is not part of every command's future, which callers box and
-    /// move.
+    /// The common case (a connection open and not held up) awaits the
+    /// command alone; opening a connection is a separate boxed future, so
+    /// the (large) connect state is not part of every command's future,
+    /// which callers box and move.
     pub(crate) async fn query(
         &self,
         name: &'static str,
         cmd: &redis::Cmd,
         timeout: Duration,
     ) -> Result<Value, DisqueError> {
-        let result = match self.mux_now() {
+        let result = match self.ready_mux() {
             Some(conn) => {
                 let reply = async { conn.send(cmd).await.map_err(|e| self.mux_error(name, e)) };
                 self.watched(name, reply, Duration::ZERO, timeout).await
@@ -185,8 +272,8 @@ impl Node {
         result
     }
 
-    /// [`Node::query`] when the shared connection must be opened first;
-    /// `timeout` covers the connect and the command.
+    /// [`Node::query`] when a connection must be opened first; `timeout`
+    /// covers the connect and the command.
     async fn query_connecting(
         &self,
         name: &'static str,
@@ -194,7 +281,7 @@ impl Node {
         timeout: Duration,
     ) -> Result<Value, DisqueError> {
         let reply = async {
-            let conn = self.shared().await?;
+            let conn = self.connection().await?;
             conn.send(cmd).await.map_err(|e| self.mux_error(name, e))
         };
         self.watched(name, reply, Duration::ZERO, timeout).await
@@ -210,6 +297,10 @@ impl Node {
             },
             MuxError::Connection(source) => DisqueError::Io {
                 command: name,
+                addr: self.info.addr.clone(),
+                source,
+            },
+            MuxError::Unsent(source) => DisqueError::Connect {
                 addr: self.info.addr.clone(),
                 source,
             },
@@ -332,11 +423,6 @@ impl Node {
         }
     }
 
-    /// The open shared connection, if any (no waiting).
-    fn mux_now(&self) -> Option<Mux> {
-        self.mux_slot().clone()
-    }
-
     /// Runs a blocking command (`GETJOB`) on a dedicated connection taken
     /// from the pool; the connection goes back only after a clean reply,
     /// so a dropped or failed call never leaves a half-read connection.
@@ -397,17 +483,15 @@ impl Node {
     /// their replies for up to `drain`, then its tasks are joined.
     pub(crate) async fn disconnect(&self, drain: Duration) {
         let _connecting = self.connecting.lock().await;
-        let shared = self.mux_slot().take();
+        let shared = std::mem::take(&mut *self.mux_slot());
         self.drop_connections();
-        if let Some(mux) = shared {
-            mux.close(drain).await;
-        }
+        futures::future::join_all(shared.iter().map(|mux| mux.close(drain))).await;
     }
 
     /// Forgets the shared connection and the idle pool (commands still in
     /// flight keep their own handles).
     fn drop_connections(&self) {
-        *self.mux_slot() = None;
+        self.mux_slot().clear();
         if let Ok(mut idle) = self.idle.lock() {
             idle.clear();
         }

@@ -32,9 +32,7 @@ impl Shared {
                 addr: addr.to_owned(),
                 priority: 1,
             },
-            self.config.password.as_deref(),
-            self.config.connect_timeout,
-            self.config.hang_timeout,
+            &self.config,
             0,
         )
     }
@@ -94,9 +92,7 @@ impl Shared {
                     tracing::info!(id = %info.id, addr = %info.addr, "Disque node discovered");
                     nodes.push(Arc::new(Node::new(
                         info,
-                        self.config.password.as_deref(),
-                        self.config.connect_timeout,
-                        self.config.hang_timeout,
+                        &self.config,
                         self.config.getjob_pool_size,
                     )?));
                 }

@@ -47,7 +47,7 @@ async fn close_fails_waiting_callers_and_joins_both_tasks() {
         "{err:?}"
     );
     let after = mux.send(&redis::cmd("PING")).await;
-    assert!(matches!(after, Err(MuxError::Connection(_))), "{after:?}");
+    assert!(matches!(after, Err(MuxError::Unsent(_))), "{after:?}");
     server.shutdown().await;
 }
 
@@ -74,7 +74,7 @@ async fn close_lets_commands_in_flight_finish_and_refuses_new_ones() {
     }
     let refused = mux.send(&redis::cmd("PING")).await;
     assert!(
-        matches!(&refused, Err(MuxError::Connection(e)) if e.to_string().contains("closed by the client")),
+        matches!(&refused, Err(MuxError::Unsent(e)) if e.to_string().contains("closed by the client")),
         "{refused:?}"
     );
     let ((slept, added), ()) = tokio::time::timeout(
