@@ -13,7 +13,7 @@ pub(crate) mod federation;
 pub(crate) mod messages;
 pub(crate) mod replication;
 
-pub(crate) use bus::{Bus, Envelope, Link};
+pub(crate) use bus::{Bus, BusTiming, Envelope, Link};
 pub(crate) use replication::{AckWait, ReplWait};
 
 use crate::state::{now, Node};
@@ -111,6 +111,10 @@ impl EmbeddedCluster {
                 .iter()
                 .map(|c| (c.node_id.clone(), c.addr.ip().to_string(), c.addr.port()))
                 .collect(),
+            BusTiming {
+                node_timeout: config.cluster_node_timeout,
+                repl_retry: config.cluster_repl_retry,
+            },
         ));
         let cluster = EmbeddedCluster {
             bus,
@@ -233,6 +237,37 @@ impl EmbeddedCluster {
     pub fn resume(&self, i: usize) {
         self.bus.set_hung(i, false);
         tracing::info!(node = i, "cluster node resumed");
+    }
+
+    /// Freezes node `i` as a real Disque node under `SIGSTOP`: its port
+    /// still accepts connections, but it runs nothing — it reads no
+    /// command, sends no reply, runs no timer and handles no message from
+    /// the other nodes (they are held, as its socket buffers would hold
+    /// them) and sends none.
+    ///
+    /// Unlike [`hang`](Self::hang), the other nodes do not learn of it at
+    /// once: until the cluster's node timeout
+    /// ([`ServerConfig::with_cluster_node_timeout`], default 15 s) passed
+    /// they still list it with priority 1 in HELLO and still pick it as a
+    /// replica, so a synchronous ADDJOB on a healthy node that picked it
+    /// waits for its GOTJOB and, after the replication retry interval
+    /// ([`ServerConfig::with_cluster_repl_retry`], 50–150 ms by default),
+    /// replicates to another node instead (or waits until its own timeout
+    /// when no other node is left). After the node timeout they flag it
+    /// failing (priority 10) and stop picking it.
+    ///
+    /// [`thaw`](Self::thaw) lets it go on: it handles what its clients and
+    /// the other nodes sent meanwhile, in order, and the others see it
+    /// healthy again at once. Freezing a frozen node does nothing.
+    pub fn freeze(&self, i: usize) {
+        self.bus.set_frozen(i, true);
+        tracing::info!(node = i, "cluster node frozen");
+    }
+
+    /// Undoes [`freeze`](Self::freeze).
+    pub fn thaw(&self, i: usize) {
+        self.bus.set_frozen(i, false);
+        tracing::info!(node = i, "cluster node thawed");
     }
 
     /// Stops every node and waits for all their tasks.

@@ -17,7 +17,9 @@ use tokio::time::Instant;
 pub(crate) const REPLICA_SLACK_MS: u64 = 200;
 /// How long a node waits for QUEUED answers after sending WILLQUEUE.
 pub(crate) const WILLQUEUE_WAIT_MS: u64 = 100;
-/// Resend REPLJOB to silent replicas (and try more nodes) this often.
+/// Resend REPLJOB to silent replicas this often (an ASYNC job also tries
+/// more nodes then). A synchronous ADDJOB adds one node every
+/// [`BusTiming::repl_retry`](super::BusTiming) instead.
 const REPL_RESEND_MS: u64 = 200;
 /// Give up replicating an ASYNC job after this long.
 const ASYNC_REPL_GIVE_UP_MS: u64 = 60_000;
@@ -35,6 +37,9 @@ pub(crate) struct ReplWait {
     tx: Option<oneshot::Sender<Frame>>,
     since: u64,
     last_send: u64,
+    /// When the last node was added to `contacted` (synchronous ADDJOB:
+    /// Disque's `added_node_time`).
+    last_add: u64,
     /// Added on a leaving node: `repl` other nodes hold the job, one of
     /// them queues it, and this node drops its copy once they confirmed.
     external: bool,
@@ -122,6 +127,7 @@ pub(crate) fn add_replicated(
             tx,
             since: now,
             last_send: now,
+            last_add: now,
             external,
         },
     );
@@ -487,6 +493,7 @@ impl Store {
             return;
         };
         let reachable = link.bus.replication_peers(link.me);
+        let retry_ms = link.bus.timing().repl_retry.as_millis() as u64;
         let ids: Vec<JobId> = self.repl_wait.keys().copied().collect();
         for id in ids {
             let Some(job) = self.jobs.get(&id) else {
@@ -500,29 +507,49 @@ impl Store {
                 self.repl_wait.remove(&id);
                 continue;
             }
-            if now.saturating_sub(w.last_send) < REPL_RESEND_MS {
-                continue;
-            }
-            w.last_send = now;
             let need = usize::from(job.repl).saturating_sub(job.nodes.len());
-            let mut targets: Vec<u16> = w
-                .contacted
+            let mut targets: Vec<u16> = Vec::new();
+            let resend_due = now.saturating_sub(w.last_send) >= REPL_RESEND_MS;
+            if resend_due {
+                w.last_send = now;
+                targets.extend(
+                    w.contacted
+                        .iter()
+                        .copied()
+                        .filter(|n| !job.nodes.contains(n) && reachable.contains(n)),
+                );
+            }
+            let fresh: Vec<u16> = reachable
                 .iter()
                 .copied()
-                .filter(|n| !job.nodes.contains(n) && reachable.contains(n))
+                .filter(|p| !w.contacted.contains(p) && !job.nodes.contains(p))
                 .collect();
-            // The contacted nodes did not answer in time (e.g. paused in
-            // input): try up to `need` more nodes as well.
-            let mut added = 0;
-            for &p in &reachable {
-                if added >= need {
-                    break;
+            let added: Vec<u16> = if w.tx.is_some() {
+                // Synchronous ADDJOB (Disque's
+                // clientsCronHandleDelayedJobReplication): a replica has
+                // been silent for the retry interval, so one more node,
+                // chosen at random, is asked.
+                if need > 0 && now.saturating_sub(w.last_add) >= retry_ms && !fresh.is_empty() {
+                    let pick = (self.rng.next_u64() % fresh.len() as u64) as usize;
+                    w.last_add = now;
+                    vec![fresh[pick]]
+                } else {
+                    Vec::new()
                 }
-                if !w.contacted.contains(&p) && !job.nodes.contains(&p) {
-                    w.contacted.push(p);
+            } else if resend_due {
+                // ASYNC: at each resend, up to `need` more nodes as well.
+                fresh.into_iter().take(need).collect()
+            } else {
+                Vec::new()
+            };
+            for &p in &added {
+                w.contacted.push(p);
+                if !targets.contains(&p) {
                     targets.push(p);
-                    added += 1;
                 }
+            }
+            if targets.is_empty() {
+                continue;
             }
             let mut data = JobData::of(job);
             if job.state == JobState::WaitRepl {
