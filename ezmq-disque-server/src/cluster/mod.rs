@@ -1,7 +1,7 @@
 //! An in-process multi-node cluster ([`EmbeddedCluster`]): every node has its
 //! own TCP port, node id and store, and the nodes talk through an in-process
-//! bus instead of Disque's TCP cluster bus, so tests can kill, restart and
-//! partition nodes.
+//! bus instead of Disque's TCP cluster bus, so tests can kill, restart,
+//! partition, freeze and hang nodes.
 //!
 //! * `bus.rs`: node slots, reachability, delivery;
 //! * `messages.rs`: the node-to-node messages;
@@ -50,8 +50,11 @@ pub struct ClusterNode {
 /// replicas requeue a job whose queueing node is gone, and GETJOB on a node
 /// without jobs pulls them from the others (federation). The nodes talk
 /// through an in-process bus, so [`kill`](Self::kill),
-/// [`restart`](Self::restart), [`partition`](Self::partition) and
-/// [`heal`](Self::heal) are instant and deterministic.
+/// [`restart`](Self::restart), [`partition`](Self::partition),
+/// [`heal`](Self::heal), [`freeze`](Self::freeze) (a node stopped as by
+/// `SIGSTOP`, which the others notice only after the node timeout),
+/// [`thaw`](Self::thaw), [`hang`](Self::hang) and [`resume`](Self::resume)
+/// are instant and deterministic.
 ///
 /// Dropping the cluster stops every node; [`shutdown`](Self::shutdown) also
 /// waits for their tasks.
@@ -227,7 +230,10 @@ impl EmbeddedCluster {
     /// meanwhile.
     ///
     /// Unlike a real cluster, which flags a silent node after its node
-    /// timeout, the other nodes see the hang at once.
+    /// timeout, the other nodes see the hang at once (and messages to the
+    /// hung node are dropped); [`freeze`](Self::freeze) is the faithful
+    /// model. The node itself behaves as a frozen one: no command, timer or
+    /// cluster message is run until it resumes.
     pub fn hang(&self, i: usize) {
         self.bus.set_hung(i, true);
         tracing::info!(node = i, "cluster node hung");
