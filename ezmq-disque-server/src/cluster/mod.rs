@@ -6,12 +6,14 @@
 //! * `bus.rs`: node slots, reachability, delivery;
 //! * `messages.rs`: the node-to-node messages;
 //! * `replication.rs`: REPLJOB/GOTJOB, acks, requeue coordination;
+//! * `resend.rs`: the periodic REPLJOB / SETACK resends and new replicas;
 //! * `federation.rs`: NEEDJOBS/YOURJOBS.
 
 mod bus;
 pub(crate) mod federation;
 pub(crate) mod messages;
 pub(crate) mod replication;
+mod resend;
 
 pub(crate) use bus::{Bus, BusTiming, Envelope, Link};
 pub(crate) use replication::{AckWait, ReplWait};
