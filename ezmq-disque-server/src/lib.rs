@@ -105,7 +105,16 @@ pub struct ServerConfig {
     appendonly: bool,
     dir: PathBuf,
     appendfsync: AppendFsync,
+    cluster_node_timeout: Duration,
+    cluster_repl_retry: Duration,
 }
+
+/// Default [`ServerConfig::with_cluster_node_timeout`]: 15 s, Disque's
+/// `cluster-node-timeout` default.
+pub const DEFAULT_CLUSTER_NODE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Default [`ServerConfig::with_cluster_repl_retry`]: 50 ms, Disque's
+/// `DELAYED_JOB_ADD_NODE_MIN_PERIOD`.
+pub const DEFAULT_CLUSTER_REPL_RETRY: Duration = Duration::from_millis(50);
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -122,6 +131,8 @@ impl Default for ServerConfig {
             appendonly: false,
             dir: PathBuf::from("."),
             appendfsync: AppendFsync::EverySec,
+            cluster_node_timeout: DEFAULT_CLUSTER_NODE_TIMEOUT,
+            cluster_repl_retry: DEFAULT_CLUSTER_REPL_RETRY,
         }
     }
 }
@@ -212,6 +223,30 @@ impl ServerConfig {
     #[must_use]
     pub fn with_appendfsync(mut self, policy: AppendFsync) -> Self {
         self.appendfsync = policy;
+        self
+    }
+
+    /// [`EmbeddedCluster`] only: how long a node that stopped answering
+    /// ([`EmbeddedCluster::freeze`]) still looks healthy to the others
+    /// (HELLO priority 1, picked as a replica) before they flag it failing
+    /// (priority 10, no longer picked). Default 15 s
+    /// ([`DEFAULT_CLUSTER_NODE_TIMEOUT`]), Disque's `cluster-node-timeout`.
+    #[must_use]
+    pub fn with_cluster_node_timeout(mut self, timeout: Duration) -> Self {
+        self.cluster_node_timeout = timeout;
+        self
+    }
+
+    /// [`EmbeddedCluster`] only: a synchronous ADDJOB whose replicas have
+    /// not all confirmed asks one more node at the first cluster tick
+    /// (every 100 ms, Disque's `hz 10`) at least this long after the last
+    /// node was added, so it waits this long to one tick more (50–150 ms
+    /// by default) for a silent replica. Default 50 ms
+    /// ([`DEFAULT_CLUSTER_REPL_RETRY`]), Disque's
+    /// `DELAYED_JOB_ADD_NODE_MIN_PERIOD`.
+    #[must_use]
+    pub fn with_cluster_repl_retry(mut self, interval: Duration) -> Self {
+        self.cluster_repl_retry = interval;
         self
     }
 }

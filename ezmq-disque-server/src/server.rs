@@ -146,6 +146,11 @@ async fn handle(node: &Node, mut stream: TcpStream, shutdown: &Shutdown, mut ses
             match parse_request(&mut rbuf, &mut pstate, limits) {
                 Ok(Parsed::Incomplete) => break,
                 Ok(Parsed::Command(args)) => {
+                    // A node hung or frozen meanwhile runs nothing more
+                    // until it goes on (a stopped process).
+                    if !node.wait_resumed(shutdown.recv()).await {
+                        return;
+                    }
                     let before = node.aof_appended();
                     let outcome = dispatch(node, &mut sess, &args);
                     let after = node.aof_appended();

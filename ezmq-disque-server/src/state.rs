@@ -99,14 +99,15 @@ impl Node {
         self.aof.as_ref().map_or(0, |a| a.appended())
     }
 
-    /// Waits while this cluster node is hung
-    /// ([`crate::EmbeddedCluster::hang`]); false when `stop` completed
-    /// first. Costs one flag read when the node is not hung.
+    /// Waits while this cluster node is hung or frozen
+    /// ([`crate::EmbeddedCluster::hang`], [`crate::EmbeddedCluster::freeze`]);
+    /// false when `stop` completed first. Costs one flag read when the node
+    /// runs.
     pub(crate) async fn wait_resumed(&self, stop: impl std::future::Future<Output = ()>) -> bool {
         let Some(link) = &self.link else {
             return true;
         };
-        if !link.bus.is_hung(link.me) {
+        if !link.bus.is_paused(link.me) {
             return true;
         }
         tokio::select! {

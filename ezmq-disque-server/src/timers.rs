@@ -41,6 +41,10 @@ pub(crate) async fn run(node: Arc<Node>, token: CancellationToken) {
             _ = token.cancelled() => return,
             _ = interval.tick() => {}
         }
+        // A hung or frozen cluster node runs no timer (a stopped process).
+        if !node.wait_resumed(token.cancelled()).await {
+            return;
+        }
         let now = now_ms();
         let mut store = node.store();
         if store

@@ -177,7 +177,7 @@ impl TestBroker {
 
 /// An embedded multi-node Disque cluster for one test
 /// ([`ezmq_disque_server::EmbeddedCluster`]): `n` nodes in this process, each
-/// on its own free port, with kill / restart / partition hooks.
+/// on its own free port, with kill / restart / partition / freeze hooks.
 ///
 /// ```no_run
 /// # async fn demo() {
@@ -202,6 +202,17 @@ impl TestCluster {
     /// cannot start (a test helper, not library code).
     pub async fn start(n: usize) -> TestCluster {
         let cluster = EmbeddedCluster::start(n)
+            .await
+            .expect("start the embedded Disque cluster");
+        TestCluster { cluster }
+    }
+
+    /// Starts `n` embedded nodes with `config` (its port is ignored: each
+    /// node gets a free port), e.g. a short
+    /// [`ServerConfig::with_cluster_node_timeout`] for tests of
+    /// [`TestCluster::freeze`]. Panics when they cannot start.
+    pub async fn start_with(n: usize, config: ServerConfig) -> TestCluster {
+        let cluster = EmbeddedCluster::start_with(n, config.with_port(0))
             .await
             .expect("start the embedded Disque cluster");
         TestCluster { cluster }
@@ -281,6 +292,21 @@ impl TestCluster {
     /// Reconnects a partitioned node.
     pub fn heal(&self, i: usize) {
         self.cluster.heal(i);
+    }
+
+    /// Freezes node `i` as a real Disque node under `SIGSTOP`
+    /// ([`EmbeddedCluster::freeze`]): it accepts connections and answers
+    /// nothing, and the other nodes still pick it as a replica (a
+    /// synchronous ADDJOB on them waits 50–150 ms for it, then replicates
+    /// elsewhere) until the node timeout (default 15 s) flags it failing.
+    pub fn freeze(&self, i: usize) {
+        self.cluster.freeze(i);
+    }
+
+    /// Thaws a frozen node: it handles what it was sent meanwhile, in
+    /// order ([`EmbeddedCluster::thaw`]).
+    pub fn thaw(&self, i: usize) {
+        self.cluster.thaw(i);
     }
 
     /// `prefix` plus a random suffix.

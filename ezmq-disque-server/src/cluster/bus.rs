@@ -1,8 +1,10 @@
-//! The in-process cluster bus: node slots, reachability (kill, partition)
-//! and message delivery through one unbounded channel per node.
+//! The in-process cluster bus: node slots, reachability (kill, partition,
+//! hang, freeze) and message delivery through one unbounded channel per
+//! node.
 
 use super::messages::Msg;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 
@@ -34,23 +36,49 @@ pub(crate) struct Peer {
     /// `CLUSTER LEAVING yes` was set on the node (seen by every node, as
     /// Disque gossips the flag).
     leaving: bool,
-    /// Hung (see [`crate::EmbeddedCluster::hang`]): it answers nothing.
+    /// Hung (see [`crate::EmbeddedCluster::hang`]): it answers nothing
+    /// and the others see it failing at once.
     hung: bool,
+    /// Frozen since then (see [`crate::EmbeddedCluster::freeze`]): it
+    /// answers nothing, messages to it are held, and the others see it
+    /// failing only once the node timeout passed.
+    frozen_at: Option<Instant>,
+}
+
+impl Peer {
+    /// Frozen for longer than `node_timeout`: the others flag it failing.
+    fn timed_out(&self, node_timeout: Duration) -> bool {
+        self.frozen_at
+            .is_some_and(|at| at.elapsed() >= node_timeout)
+    }
+}
+
+/// Cluster-wide timing settings (from [`crate::ServerConfig`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BusTiming {
+    /// A node silent for this long is flagged failing by the others
+    /// (Disque's `cluster-node-timeout`).
+    pub(crate) node_timeout: Duration,
+    /// A synchronous ADDJOB whose replicas have not all answered asks one
+    /// more node at the first cluster tick at least this long after the
+    /// last node was added (Disque's `DELAYED_JOB_ADD_NODE_MIN_PERIOD`).
+    pub(crate) repl_retry: Duration,
 }
 
 /// The cluster bus shared by all nodes of an [`crate::EmbeddedCluster`].
 #[derive(Debug)]
 pub(crate) struct Bus {
     peers: RwLock<Vec<Peer>>,
-    /// Per slot: true while the node is hung. Its connections and its bus
-    /// task wait on it.
-    hung: Vec<watch::Sender<bool>>,
+    /// Per slot: true while the node is hung or frozen. Its connections,
+    /// its timers and its bus task wait on it.
+    paused: Vec<watch::Sender<bool>>,
+    timing: BusTiming,
 }
 
 impl Bus {
     /// A bus with the given `(id, host, port)` slots, all down.
-    pub(crate) fn new(slots: Vec<(String, String, u16)>) -> Bus {
-        let hung = slots.iter().map(|_| watch::Sender::new(false)).collect();
+    pub(crate) fn new(slots: Vec<(String, String, u16)>, timing: BusTiming) -> Bus {
+        let paused = slots.iter().map(|_| watch::Sender::new(false)).collect();
         let peers = slots
             .into_iter()
             .map(|(id, host, port)| Peer {
@@ -61,12 +89,19 @@ impl Bus {
                 cut: false,
                 leaving: false,
                 hung: false,
+                frozen_at: None,
             })
             .collect();
         Bus {
             peers: RwLock::new(peers),
-            hung,
+            paused,
+            timing,
         }
+    }
+
+    /// The cluster's timing settings.
+    pub(crate) fn timing(&self) -> BusTiming {
+        self.timing
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Vec<Peer>> {
@@ -108,26 +143,47 @@ impl Bus {
 
     /// Hangs slot `i` (or resumes it): see [`crate::EmbeddedCluster::hang`].
     pub(crate) fn set_hung(&self, i: usize, hung: bool) {
-        self.write()[i].hung = hung;
-        if let Some(flag) = self.hung.get(i) {
-            flag.send_replace(hung);
+        let mut peers = self.write();
+        peers[i].hung = hung;
+        self.update_paused(&peers, i);
+    }
+
+    /// Freezes slot `i` (or thaws it): see
+    /// [`crate::EmbeddedCluster::freeze`]. Freezing a frozen slot keeps
+    /// its first freeze time.
+    pub(crate) fn set_frozen(&self, i: usize, frozen: bool) {
+        let mut peers = self.write();
+        let p = &mut peers[i];
+        p.frozen_at = match (frozen, p.frozen_at) {
+            (true, Some(at)) => Some(at),
+            (true, None) => Some(Instant::now()),
+            (false, _) => None,
+        };
+        self.update_paused(&peers, i);
+    }
+
+    fn update_paused(&self, peers: &[Peer], i: usize) {
+        let paused = peers[i].hung || peers[i].frozen_at.is_some();
+        if let Some(flag) = self.paused.get(i) {
+            flag.send_replace(paused);
         }
     }
 
-    /// True while slot `i` is hung.
-    pub(crate) fn is_hung(&self, i: u16) -> bool {
-        self.hung
+    /// True while slot `i` is hung or frozen (it runs nothing).
+    pub(crate) fn is_paused(&self, i: u16) -> bool {
+        self.paused
             .get(usize::from(i))
             .is_some_and(|flag| *flag.borrow())
     }
 
-    /// Completes once slot `i` is not hung (at once when it is not).
+    /// Completes once slot `i` is neither hung nor frozen (at once when it
+    /// is not).
     pub(crate) async fn resumed(&self, i: u16) {
-        if let Some(flag) = self.hung.get(usize::from(i)) {
+        if let Some(flag) = self.paused.get(usize::from(i)) {
             let mut rx = flag.subscribe();
             // The sender lives as long as the bus, so this only ends when
             // the flag is false.
-            let _ = rx.wait_for(|hung| !*hung).await;
+            let _ = rx.wait_for(|paused| !*paused).await;
         }
     }
 
@@ -143,18 +199,32 @@ impl Bus {
             .is_some_and(|p| p.tx.is_some())
     }
 
-    fn link_ok(peers: &[Peer], a: u16, b: u16) -> bool {
+    /// True when messages between `a` and `b` get through: both run, and
+    /// neither is cut off or hung. A frozen node's messages get through
+    /// (it handles them once thawed).
+    fn link_carries(peers: &[Peer], a: u16, b: u16) -> bool {
         let (Some(pa), Some(pb)) = (peers.get(usize::from(a)), peers.get(usize::from(b))) else {
             return false;
         };
         a == b || (pa.tx.is_some() && pb.tx.is_some() && !pa.cut && !pb.cut && !pa.hung && !pb.hung)
     }
 
+    /// True when `a` and `b` see each other healthy: the link carries
+    /// messages and neither was frozen for longer than the node timeout.
+    fn link_ok(&self, peers: &[Peer], a: u16, b: u16) -> bool {
+        if a == b {
+            return peers.get(usize::from(a)).is_some();
+        }
+        Self::link_carries(peers, a, b)
+            && !peers[usize::from(a)].timed_out(self.timing.node_timeout)
+            && !peers[usize::from(b)].timed_out(self.timing.node_timeout)
+    }
+
     /// Slots other than `from` that `from` can talk to right now.
     pub(crate) fn reachable_peers(&self, from: u16) -> Vec<u16> {
         let peers = self.read();
         (0..peers.len() as u16)
-            .filter(|&j| j != from && Self::link_ok(&peers, from, j))
+            .filter(|&j| j != from && self.link_ok(&peers, from, j))
             .collect()
     }
 
@@ -164,18 +234,20 @@ impl Bus {
         let peers = self.read();
         (0..peers.len() as u16)
             .filter(|&j| {
-                j != from && Self::link_ok(&peers, from, j) && !peers[usize::from(j)].leaving
+                j != from && self.link_ok(&peers, from, j) && !peers[usize::from(j)].leaving
             })
             .collect()
     }
 
-    /// Delivers `msg` from `from` to `to` unless the link is down.
+    /// Delivers `msg` from `from` to `to` unless the link is down. A
+    /// frozen node gets its messages (they wait in its inbox), also after
+    /// the node timeout, as a stopped process's socket buffers hold them.
     pub(crate) fn send(&self, from: u16, to: u16, msg: Msg) -> bool {
         if from == to {
             return false;
         }
         let peers = self.read();
-        if !Self::link_ok(&peers, from, to) {
+        if !Self::link_carries(&peers, from, to) {
             return false;
         }
         match &peers[usize::from(to)].tx {
@@ -194,7 +266,7 @@ impl Bus {
             .into_iter()
             .map(|j| {
                 let p = &peers[usize::from(j)];
-                let prio = if !Self::link_ok(&peers, me, j) {
+                let prio = if !self.link_ok(&peers, me, j) {
                     PRIORITY_FAILING
                 } else if p.leaving {
                     PRIORITY_LEAVING

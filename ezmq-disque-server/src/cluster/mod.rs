@@ -1,19 +1,21 @@
 //! An in-process multi-node cluster ([`EmbeddedCluster`]): every node has its
 //! own TCP port, node id and store, and the nodes talk through an in-process
-//! bus instead of Disque's TCP cluster bus, so tests can kill, restart and
-//! partition nodes.
+//! bus instead of Disque's TCP cluster bus, so tests can kill, restart,
+//! partition, freeze and hang nodes.
 //!
 //! * `bus.rs`: node slots, reachability, delivery;
 //! * `messages.rs`: the node-to-node messages;
 //! * `replication.rs`: REPLJOB/GOTJOB, acks, requeue coordination;
+//! * `resend.rs`: the periodic REPLJOB / SETACK resends and new replicas;
 //! * `federation.rs`: NEEDJOBS/YOURJOBS.
 
 mod bus;
 pub(crate) mod federation;
 pub(crate) mod messages;
 pub(crate) mod replication;
+mod resend;
 
-pub(crate) use bus::{Bus, Envelope, Link};
+pub(crate) use bus::{Bus, BusTiming, Envelope, Link};
 pub(crate) use replication::{AckWait, ReplWait};
 
 use crate::state::{now, Node};
@@ -50,8 +52,11 @@ pub struct ClusterNode {
 /// replicas requeue a job whose queueing node is gone, and GETJOB on a node
 /// without jobs pulls them from the others (federation). The nodes talk
 /// through an in-process bus, so [`kill`](Self::kill),
-/// [`restart`](Self::restart), [`partition`](Self::partition) and
-/// [`heal`](Self::heal) are instant and deterministic.
+/// [`restart`](Self::restart), [`partition`](Self::partition),
+/// [`heal`](Self::heal), [`freeze`](Self::freeze) (a node stopped as by
+/// `SIGSTOP`, which the others notice only after the node timeout),
+/// [`thaw`](Self::thaw), [`hang`](Self::hang) and [`resume`](Self::resume)
+/// are instant and deterministic.
 ///
 /// Dropping the cluster stops every node; [`shutdown`](Self::shutdown) also
 /// waits for their tasks.
@@ -111,6 +116,10 @@ impl EmbeddedCluster {
                 .iter()
                 .map(|c| (c.node_id.clone(), c.addr.ip().to_string(), c.addr.port()))
                 .collect(),
+            BusTiming {
+                node_timeout: config.cluster_node_timeout,
+                repl_retry: config.cluster_repl_retry,
+            },
         ));
         let cluster = EmbeddedCluster {
             bus,
@@ -223,7 +232,10 @@ impl EmbeddedCluster {
     /// meanwhile.
     ///
     /// Unlike a real cluster, which flags a silent node after its node
-    /// timeout, the other nodes see the hang at once.
+    /// timeout, the other nodes see the hang at once (and messages to the
+    /// hung node are dropped); [`freeze`](Self::freeze) is the faithful
+    /// model. The node itself behaves as a frozen one: no command, timer or
+    /// cluster message is run until it resumes.
     pub fn hang(&self, i: usize) {
         self.bus.set_hung(i, true);
         tracing::info!(node = i, "cluster node hung");
@@ -233,6 +245,37 @@ impl EmbeddedCluster {
     pub fn resume(&self, i: usize) {
         self.bus.set_hung(i, false);
         tracing::info!(node = i, "cluster node resumed");
+    }
+
+    /// Freezes node `i` as a real Disque node under `SIGSTOP`: its port
+    /// still accepts connections, but it runs nothing — it reads no
+    /// command, sends no reply, runs no timer and handles no message from
+    /// the other nodes (they are held, as its socket buffers would hold
+    /// them) and sends none.
+    ///
+    /// Unlike [`hang`](Self::hang), the other nodes do not learn of it at
+    /// once: until the cluster's node timeout
+    /// ([`ServerConfig::with_cluster_node_timeout`], default 15 s) passed
+    /// they still list it with priority 1 in HELLO and still pick it as a
+    /// replica, so a synchronous ADDJOB on a healthy node that picked it
+    /// waits for its GOTJOB and, after the replication retry interval
+    /// ([`ServerConfig::with_cluster_repl_retry`], 50–150 ms by default),
+    /// replicates to another node instead (or waits until its own timeout
+    /// when no other node is left). After the node timeout they flag it
+    /// failing (priority 10) and stop picking it.
+    ///
+    /// [`thaw`](Self::thaw) lets it go on: it handles what its clients and
+    /// the other nodes sent meanwhile, in order, and the others see it
+    /// healthy again at once. Freezing a frozen node does nothing.
+    pub fn freeze(&self, i: usize) {
+        self.bus.set_frozen(i, true);
+        tracing::info!(node = i, "cluster node frozen");
+    }
+
+    /// Undoes [`freeze`](Self::freeze).
+    pub fn thaw(&self, i: usize) {
+        self.bus.set_frozen(i, false);
+        tracing::info!(node = i, "cluster node thawed");
     }
 
     /// Stops every node and waits for all their tasks.

@@ -17,12 +17,6 @@ use tokio::time::Instant;
 pub(crate) const REPLICA_SLACK_MS: u64 = 200;
 /// How long a node waits for QUEUED answers after sending WILLQUEUE.
 pub(crate) const WILLQUEUE_WAIT_MS: u64 = 100;
-/// Resend REPLJOB to silent replicas (and try more nodes) this often.
-const REPL_RESEND_MS: u64 = 200;
-/// Give up replicating an ASYNC job after this long.
-const ASYNC_REPL_GIVE_UP_MS: u64 = 60_000;
-/// Resend SETACK to nodes that did not confirm this often.
-const ACK_RESEND_MS: u64 = 1_000;
 /// Lifetime of a dummy ACK.
 const DUMMY_ACK_MS: u64 = 1_000;
 
@@ -30,21 +24,24 @@ const DUMMY_ACK_MS: u64 = 1_000;
 #[derive(Debug)]
 pub(crate) struct ReplWait {
     /// Nodes asked to store a copy.
-    contacted: Vec<u16>,
+    pub(super) contacted: Vec<u16>,
     /// The blocked ADDJOB client (synchronous replication only).
-    tx: Option<oneshot::Sender<Frame>>,
-    since: u64,
-    last_send: u64,
+    pub(super) tx: Option<oneshot::Sender<Frame>>,
+    pub(super) since: u64,
+    pub(super) last_send: u64,
+    /// When the last node was added to `contacted` (synchronous ADDJOB:
+    /// Disque's `added_node_time`).
+    pub(super) last_add: u64,
     /// Added on a leaving node: `repl` other nodes hold the job, one of
     /// them queues it, and this node drops its copy once they confirmed.
-    external: bool,
+    pub(super) external: bool,
 }
 
 /// An acked job waiting for the other holders to drop their copy.
 #[derive(Debug)]
 pub(crate) struct AckWait {
-    confirmed: Vec<u16>,
-    last_send: u64,
+    pub(super) confirmed: Vec<u16>,
+    pub(super) last_send: u64,
 }
 
 fn noreply_removed() -> Frame {
@@ -122,6 +119,7 @@ pub(crate) fn add_replicated(
             tx,
             since: now,
             last_send: now,
+            last_add: now,
             external,
         },
     );
@@ -477,87 +475,6 @@ impl Store {
     pub(crate) fn notify_working(&self, id: JobId) {
         if let (Some(link), Some(job)) = (&self.link, self.jobs.get(&id)) {
             link.send_each(&job.nodes, || Msg::Working(id));
-        }
-    }
-
-    /// Periodic work: resend REPLJOB (trying more nodes when needed) and
-    /// SETACK, and delete acked jobs every holder confirmed.
-    pub(crate) fn replication_tick(&mut self, now: u64) {
-        let Some(link) = self.link.clone() else {
-            return;
-        };
-        let reachable = link.bus.replication_peers(link.me);
-        let ids: Vec<JobId> = self.repl_wait.keys().copied().collect();
-        for id in ids {
-            let Some(job) = self.jobs.get(&id) else {
-                self.repl_wait.remove(&id);
-                continue;
-            };
-            let Some(w) = self.repl_wait.get_mut(&id) else {
-                continue;
-            };
-            if w.tx.is_none() && now.saturating_sub(w.since) > ASYNC_REPL_GIVE_UP_MS {
-                self.repl_wait.remove(&id);
-                continue;
-            }
-            if now.saturating_sub(w.last_send) < REPL_RESEND_MS {
-                continue;
-            }
-            w.last_send = now;
-            let need = usize::from(job.repl).saturating_sub(job.nodes.len());
-            let mut targets: Vec<u16> = w
-                .contacted
-                .iter()
-                .copied()
-                .filter(|n| !job.nodes.contains(n) && reachable.contains(n))
-                .collect();
-            // The contacted nodes did not answer in time (e.g. paused in
-            // input): try up to `need` more nodes as well.
-            let mut added = 0;
-            for &p in &reachable {
-                if added >= need {
-                    break;
-                }
-                if !w.contacted.contains(&p) && !job.nodes.contains(&p) {
-                    w.contacted.push(p);
-                    targets.push(p);
-                    added += 1;
-                }
-            }
-            let mut data = JobData::of(job);
-            if job.state == JobState::WaitRepl {
-                data.qtime = if job.delay > 0 {
-                    now + u64::from(job.delay) * 1000
-                } else {
-                    now + u64::from(job.retry) * 1000
-                };
-            }
-            merge_nodes(&mut data.nodes, &w.contacted);
-            for p in targets {
-                link.send(p, Msg::ReplJob(Box::new(data.clone())));
-            }
-        }
-        let ids: Vec<JobId> = self.acking.keys().copied().collect();
-        for id in ids {
-            let Some(job) = self.jobs.get(&id) else {
-                self.acking.remove(&id);
-                continue;
-            };
-            let Some(w) = self.acking.get_mut(&id) else {
-                continue;
-            };
-            let missing: Vec<u16> = job
-                .nodes
-                .iter()
-                .copied()
-                .filter(|&n| n != link.me && !w.confirmed.contains(&n) && link.bus.is_up(n))
-                .collect();
-            if missing.is_empty() {
-                self.delete_job(&id);
-            } else if now.saturating_sub(w.last_send) >= ACK_RESEND_MS {
-                w.last_send = now;
-                link.send_each(&missing, || Msg::SetAck(id));
-            }
         }
     }
 }
