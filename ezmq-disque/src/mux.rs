@@ -113,6 +113,8 @@ struct Shared {
     /// 0 while none waits: how long the connection's head of line has been
     /// held up, read without the lock by [`Mux::stalled_for`].
     head_since: AtomicU64,
+    /// When the latest reply arrived ([`stamp`]), 0 before the first.
+    last_reply: AtomicU64,
     /// Wakes the writer when `out` stops being empty.
     wake_writer: Notify,
     /// Stops both tasks.
@@ -198,6 +200,7 @@ impl Mux {
         let shared = Arc::new(Shared {
             state: Mutex::default(),
             head_since: AtomicU64::new(0),
+            last_reply: AtomicU64::new(0),
             wake_writer: Notify::new(),
             stop: CancellationToken::new(),
         });
@@ -289,6 +292,12 @@ impl Mux {
             0 => Duration::ZERO,
             since => Duration::from_micros(now.saturating_sub(since)),
         }
+    }
+
+    /// When the node last answered on this connection (a [`stamp`]), 0
+    /// before its first reply.
+    pub(crate) fn last_reply(&self) -> u64 {
+        self.owner.shared.last_reply.load(Ordering::Relaxed)
     }
 
     /// True once the connection can take no more commands.
@@ -424,7 +433,9 @@ async fn read_replies(shared: Arc<Shared>, mut reader: OwnedReadHalf) {
             let mut state = shared.lock();
             let n = replies.len().min(state.waiting.len());
             slots.extend(state.waiting.drain(..n));
-            let since = if state.waiting.is_empty() { 0 } else { stamp() };
+            let now = stamp();
+            shared.last_reply.store(now, Ordering::Relaxed);
+            let since = if state.waiting.is_empty() { 0 } else { now };
             shared.head_since.store(since, Ordering::Relaxed);
         }
         let unasked = replies.len() - slots.len();

@@ -351,9 +351,14 @@ impl Node {
             return Err(self.down_error(name));
         }
         let check = async {
+            // A node still answering on another connection is slow, not
+            // hung: keep waiting for this reply (up to its timeout).
+            while let Some(answered) = self.answered_within(self.hang_timeout) {
+                tokio::time::sleep(self.hang_timeout.saturating_sub(answered)).await;
+            }
             if let Some(_probing) = self.health.start_probe() {
-                if !self.answers_ping().await {
-                    self.mark_down("no answer to PING while a command waited");
+                if !self.answers_ping().await && self.answered_within(self.hang_timeout).is_none() {
+                    self.mark_down("no answer to PING or any command while a command waited");
                 }
             }
             std::future::pending::<()>().await;
@@ -366,6 +371,18 @@ impl Node {
             () = down.cancelled() => Err(self.down_error(name)),
             () = check => Err(self.down_error(name)),
         }
+    }
+
+    /// How long ago the node last answered on one of its shared
+    /// connections, if that is less than `within`.
+    fn answered_within(&self, within: Duration) -> Option<Duration> {
+        let now = stamp();
+        let latest = self.mux_slot().iter().map(Mux::last_reply).max()?;
+        if latest == 0 {
+            return None;
+        }
+        let ago = Duration::from_micros(now.saturating_sub(latest));
+        (ago < within).then_some(ago)
     }
 
     /// True when the node answers a `PING` on a fresh connection within the
