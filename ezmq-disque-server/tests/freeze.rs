@@ -374,3 +374,17 @@ async fn a_frozen_node_handles_cluster_messages_held_for_it_once_thawed() {
     assert_eq!(c2.call(&["PING"]).await, Reply::Status("PONG".into()));
     cluster.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_killed_frozen_node_restarts_running() {
+    let cluster = cluster_with(Duration::from_secs(60)).await;
+    cluster.freeze(2);
+    cluster.kill(2).await;
+    let mut c0 = Raw::connect(cluster.node(0).addr).await;
+    assert_eq!(priority_of(&mut c0, &cluster.node(2).node_id).await, "10");
+    cluster.restart(2).await.expect("restart");
+    let mut c2 = Raw::connect(cluster.node(2).addr).await;
+    assert_eq!(c2.call(&["PING"]).await, Reply::Status("PONG".into()));
+    assert_eq!(priority_of(&mut c0, &cluster.node(2).node_id).await, "1");
+    cluster.shutdown().await;
+}

@@ -136,9 +136,15 @@ impl Bus {
         }
     }
 
-    /// Marks slot `i` down (killed): its inbox is dropped.
+    /// Marks slot `i` down (killed): its inbox is dropped, and a freeze or
+    /// hang ends (a restarted process runs).
     pub(crate) fn set_down(&self, i: usize) {
-        self.write()[i].tx = None;
+        let mut peers = self.write();
+        let p = &mut peers[i];
+        p.tx = None;
+        p.hung = false;
+        p.frozen_at = None;
+        self.update_paused(&peers, i);
     }
 
     /// Hangs slot `i` (or resumes it): see [`crate::EmbeddedCluster::hang`].

@@ -179,7 +179,9 @@ impl EmbeddedCluster {
 
     /// Stops node `i` as if its process died: its port is closed, its
     /// clients are disconnected and all its jobs are lost. The other nodes
-    /// see it with priority 10 in HELLO. Does nothing if it is not running.
+    /// see it with priority 10 in HELLO. Ends a [`freeze`](Self::freeze) or
+    /// [`hang`](Self::hang) (a restarted node runs). Does nothing else if
+    /// it is not running.
     pub async fn kill(&self, i: usize) {
         let server = self.running.lock().await[i].take();
         self.bus.set_down(i);
