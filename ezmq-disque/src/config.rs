@@ -76,7 +76,8 @@ pub struct DisqueConfig {
     /// this many (a node that is merely busy keeps one). With one of three
     /// nodes stopped, about half of a healthy node's synchronous `ADDJOB`s
     /// take 80–90 ms on real Disque: at 500 pushes/s per node that is about
-    /// 21 held-up connections, so the default leaves headroom. Default 32.
+    /// 21 held-up connections, and the pushes failing over from the stopped
+    /// node arrive in a burst, so the default leaves headroom. Default 64.
     pub connections_per_node: usize,
     /// How a hung node (one that accepts connections but answers nothing,
     /// e.g. a stopped process) is told from a slow one. A command still
@@ -105,7 +106,7 @@ impl Default for DisqueConfig {
             max_attempts: 3,
             retry_backoff: Duration::from_millis(100),
             getjob_pool_size: 8,
-            connections_per_node: 32,
+            connections_per_node: 64,
             hang_timeout: Duration::from_millis(300),
         }
     }

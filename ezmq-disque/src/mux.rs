@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -115,6 +115,9 @@ struct Shared {
     head_since: AtomicU64,
     /// When the latest reply arrived ([`stamp`]), 0 before the first.
     last_reply: AtomicU64,
+    /// Commands sent and not yet answered (`waiting.len()`), readable
+    /// without the lock.
+    in_flight: AtomicUsize,
     /// Wakes the writer when `out` stops being empty.
     wake_writer: Notify,
     /// Stops both tasks.
@@ -133,6 +136,7 @@ impl Shared {
             let mut state = self.lock();
             state.failed.get_or_insert(failure.clone());
             self.head_since.store(0, Ordering::Relaxed);
+            self.in_flight.store(0, Ordering::Relaxed);
             std::mem::take(&mut state.waiting)
         };
         self.stop.cancel();
@@ -201,6 +205,7 @@ impl Mux {
             state: Mutex::default(),
             head_since: AtomicU64::new(0),
             last_reply: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
             wake_writer: Notify::new(),
             stop: CancellationToken::new(),
         });
@@ -264,6 +269,9 @@ impl Mux {
             shared.head_since.store(stamp(), Ordering::Relaxed);
         }
         state.waiting.push_back(slot);
+        shared
+            .in_flight
+            .store(state.waiting.len(), Ordering::Relaxed);
         drop(state);
         if wake {
             shared.wake_writer.notify_one();
@@ -292,6 +300,11 @@ impl Mux {
             0 => Duration::ZERO,
             since => Duration::from_micros(now.saturating_sub(since)),
         }
+    }
+
+    /// Commands sent on this connection and not yet answered.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.owner.shared.in_flight.load(Ordering::Relaxed)
     }
 
     /// When the node last answered on this connection (a [`stamp`]), 0
@@ -437,6 +450,9 @@ async fn read_replies(shared: Arc<Shared>, mut reader: OwnedReadHalf) {
             shared.last_reply.store(now, Ordering::Relaxed);
             let since = if state.waiting.is_empty() { 0 } else { now };
             shared.head_since.store(since, Ordering::Relaxed);
+            shared
+                .in_flight
+                .store(state.waiting.len(), Ordering::Relaxed);
         }
         let unasked = replies.len() - slots.len();
         for (slot, reply) in slots.drain(..).zip(replies.drain(..)) {

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
@@ -21,6 +21,35 @@ use crate::mux::{stamp, Mux, MuxError};
 /// held up: the next command goes down another one (see
 /// [`DisqueConfig::connections_per_node`]).
 const HELD_UP: Duration = Duration::from_millis(10);
+
+/// A pool grows only while the node answered on one of its connections
+/// this recently (see [`Node::ready_mux`]).
+const ANSWERED_LATELY: Duration = Duration::from_millis(300);
+
+/// Connections opened at once for a node whose open ones are all held up
+/// (a burst of commands failing over to it fills a pool fast).
+const MAX_ADDING: usize = 8;
+
+/// One of the [`MAX_ADDING`] rights to open a connection; given back on
+/// drop.
+struct AddingSlot<'a>(&'a AtomicUsize);
+
+impl<'a> AddingSlot<'a> {
+    fn take(adding: &'a AtomicUsize) -> Option<Self> {
+        adding
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_ADDING).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| AddingSlot(adding))
+    }
+}
+
+impl Drop for AddingSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// Identity of a node as learned from `HELLO`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,9 +78,11 @@ pub(crate) struct Node {
     /// one used while it is not held up ([`HELD_UP`]). A plain mutex: it is
     /// only held to pick and clone a handle, on every command.
     muxes: StdMutex<Vec<Mux>>,
-    /// Held while (re)connecting or adding to `muxes`, so concurrent callers
-    /// open one connection, not one each.
+    /// Held while opening the first of `muxes`, so concurrent callers open
+    /// one connection, not one each.
     connecting: Mutex<()>,
+    /// Connections being added to a held-up pool ([`AddingSlot`]).
+    adding: AtomicUsize,
     /// Idle connections used only for blocking `GETJOB`s.
     idle: StdMutex<Vec<MultiplexedConnection>>,
     /// See [`DisqueConfig::hang_timeout`](crate::DisqueConfig::hang_timeout).
@@ -101,6 +132,7 @@ impl Node {
             max_muxes: config.connections_per_node.max(1),
             muxes: StdMutex::new(Vec::new()),
             connecting: Mutex::new(()),
+            adding: AtomicUsize::new(0),
             idle: StdMutex::new(Vec::new()),
             hang_timeout: config.hang_timeout,
             health: Health::default(),
@@ -146,47 +178,63 @@ impl Node {
     }
 
     /// A shared connection to send the next command on, without waiting:
-    /// the first one not held up, else (every one held up and no more may
-    /// be opened) the one held up the shortest. `None` when none is open,
-    /// or when every one is held up and another may be opened
-    /// ([`Node::connection`] then opens it).
+    /// with one connection, that one while it is not held up
+    /// ([`HELD_UP`]); with more, an idle one, else the one with the fewest
+    /// commands waiting (each waits for all before it). `None` when none is
+    /// open, or when every one is held up, another may be opened and the
+    /// node still answers ([`Node::connection`] then opens one).
     fn ready_mux(&self) -> Option<Mux> {
         let muxes = self.mux_slot();
-        let first = muxes.first()?;
         let now = stamp();
-        let mut best = (first, first.stalled_for(now));
-        if best.1 < HELD_UP {
-            return Some(first.clone());
+        if let [only] = muxes.as_slice() {
+            // The common case: a node that answers keeps one connection.
+            return (only.stalled_for(now) < HELD_UP || self.max_muxes == 1).then(|| only.clone());
         }
-        for mux in &muxes[1..] {
-            let stalled = mux.stalled_for(now);
-            if stalled < HELD_UP {
+        let mut best: Option<(&Mux, usize)> = None;
+        let mut all_held_up = true;
+        for mux in muxes.iter() {
+            let waiting = mux.in_flight();
+            if waiting == 0 {
                 return Some(mux.clone());
             }
-            if stalled < best.1 {
-                best = (mux, stalled);
+            all_held_up &= mux.stalled_for(now) >= HELD_UP;
+            if best.is_none_or(|(_, fewest)| waiting < fewest) {
+                best = Some((mux, waiting));
             }
         }
-        if muxes.len() < self.max_muxes {
+        let (mux, _) = best?;
+        let grow = all_held_up
+            && muxes.len() < self.max_muxes
+            // A node silent on every connection is stopped or hung, not
+            // slow: more connections would only queue more commands on it.
+            && muxes.iter().any(|m| {
+                Duration::from_micros(now.saturating_sub(m.last_reply())) < ANSWERED_LATELY
+            });
+        if grow {
             return None;
         }
-        Some(best.0.clone())
+        Some(mux.clone())
     }
 
     /// The connection for a command when [`Node::ready_mux`] had none:
     /// opens the first connection (waiting for it), or adds one to a pool
     /// whose connections are all held up. Adding is bounded by the hang
-    /// timeout and done by one caller at a time; the others, and this one
-    /// if it fails, use the least held-up open connection.
+    /// timeout and done by [`MAX_ADDING`] callers at a time; the others,
+    /// and this one if it fails, use the least held-up open connection.
     async fn connection(&self) -> Result<Mux, DisqueError> {
         if self.mux_slot().is_empty() {
             return self.first_connection().await;
         }
-        if let Ok(_adding) = self.connecting.try_lock() {
+        if let Some(_adding) = AddingSlot::take(&self.adding) {
             if self.ready_mux().is_none() {
                 match self.open_mux(self.hang_timeout).await {
                     Ok(mux) => {
                         let mut muxes = self.mux_slot();
+                        if muxes.len() >= self.max_muxes {
+                            // Others added the last ones meanwhile: this one
+                            // serves this command only.
+                            return Ok(mux);
+                        }
                         muxes.push(mux.clone());
                         tracing::debug!(
                             node = %self.info.addr,
@@ -221,12 +269,11 @@ impl Node {
         Ok(mux)
     }
 
-    /// The open connection held up the shortest, if any.
+    /// The open connection with the fewest commands waiting, if any.
     fn least_held_up(&self) -> Option<Mux> {
-        let now = stamp();
         self.mux_slot()
             .iter()
-            .min_by_key(|mux| mux.stalled_for(now))
+            .min_by_key(|mux| mux.in_flight())
             .cloned()
     }
 
@@ -346,8 +393,9 @@ impl Node {
         F: Future<Output = Result<T, DisqueError>>,
     {
         let down = self.health.signal();
-        if self.health.downs() != downs {
-            // Marked down since the command was sent.
+        if self.health.downs() != downs || self.health.is_down() {
+            // Marked down since the command was sent, or sent to a node
+            // already down (the last resort) that did not answer either.
             return Err(self.down_error(name));
         }
         let check = async {
