@@ -47,3 +47,22 @@ async fn cron_list() {
     let broker = TestBroker::start().await;
     cases::cron_list(&disque_url(&broker), true).await;
 }
+
+#[tokio::test]
+async fn secrets_never_printed() {
+    let server = ezmq_disque_server::EmbeddedDisque::start(
+        ezmq_disque_server::ServerConfig::default()
+            .with_port(0)
+            .with_requirepass(Some("cli-S3cret-pw".into())),
+    )
+    .await
+    .expect("embedded server");
+    let addr = server.addr();
+    cases::secrets_never_printed(
+        &format!("disque://:cli-S3cret-pw@{addr}"),
+        &format!("disque://:cli-Wr0ng-pw@{addr}"),
+        &["cli-S3cret-pw", "cli-Wr0ng-pw"],
+    )
+    .await;
+    server.shutdown().await;
+}

@@ -9,7 +9,7 @@ use ezmq::prelude::*;
 use ezmq::{ConsumeOptions, Job};
 use ezmq_test_support::eventually;
 
-use super::{ezmq, topic, Out};
+use super::{ezmq, ezmq_traced, topic, Out};
 
 /// What the backend under test can do.
 #[derive(Clone, Copy, Debug)]
@@ -360,4 +360,36 @@ pub async fn cron_list(url: &str, can_list: bool) {
         .shutdown(Duration::from_secs(5))
         .await
         .expect("shutdown");
+}
+
+/// A password in the URL never shows in what the CLI prints, logging at
+/// `trace`: with the right one (`right`: a push and `stats` work) and a
+/// wrong one (`wrong`: refused, saying the credentials are wrong).
+pub async fn secrets_never_printed(right: &str, wrong: &str, secrets: &[&str]) {
+    let hidden = |what: &str, out: &Out| {
+        for secret in secrets {
+            for (stream, text) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+                assert!(
+                    !text.contains(secret),
+                    "{what}: {stream} shows the password:\n{text}"
+                );
+            }
+        }
+    };
+    let t = topic("secrets");
+    let pushed = ezmq_traced(right, &["push", &t, "hello"]).await;
+    hidden("push with the right password", &pushed);
+    let pushed = pushed.ok();
+    assert!(!pushed.stderr.is_empty(), "RUST_LOG=trace logged nothing");
+    let stats = ezmq_traced(right, &["stats", &t]).await;
+    hidden("stats with the right password", &stats);
+    stats.ok();
+    let refused = ezmq_traced(wrong, &["stats", &t]).await;
+    hidden("a wrong password", &refused);
+    assert_ne!(refused.code, 0, "a wrong password is refused");
+    assert!(
+        refused.stderr.contains("authentication failed"),
+        "the error names the cause:\n{}",
+        refused.stderr
+    );
 }

@@ -54,9 +54,26 @@ pub async fn ezmq(url: &str, args: &[&str]) -> Out {
     ezmq_raw(&all).await
 }
 
+/// Runs `ezmq --url URL ARGS...` logging everything (`RUST_LOG=trace`)
+/// to stderr.
+pub async fn ezmq_traced(url: &str, args: &[&str]) -> Out {
+    let mut all = vec!["--url", url];
+    all.extend_from_slice(args);
+    run(&all, Some("trace")).await
+}
+
 /// Runs `ezmq ARGS...` as given.
 pub async fn ezmq_raw(args: &[&str]) -> Out {
-    let output = tokio::process::Command::new(BIN)
+    run(args, None).await
+}
+
+async fn run(args: &[&str], rust_log: Option<&str>) -> Out {
+    let mut command = tokio::process::Command::new(BIN);
+    match rust_log {
+        Some(filter) => command.env("RUST_LOG", filter),
+        None => command.env_remove("RUST_LOG"),
+    };
+    let output = command
         .args(args)
         .env_remove("EZMQ_URL")
         .stdin(Stdio::null())
