@@ -72,6 +72,14 @@ pub struct RedisConfig {
     /// The consumer name of this backend instance in consumer groups.
     /// Default `None`: a fresh UUID per instance (it must be unique).
     pub consumer_name: Option<String>,
+    /// How long a push's message id
+    /// ([`PushOptions::with_message_id`](ezmq_core::PushOptions::with_message_id))
+    /// is remembered: another push to the same topic with that id within
+    /// the window stores nothing and returns the first push's job id
+    /// (whether or not the job was consumed since). Costs one small key
+    /// per id (`<prefix>:{<topic>}:msgid:<id>`) for the window; pushes
+    /// without a message id cost nothing extra. Default 24 h.
+    pub message_id_window: Duration,
 }
 
 impl Default for RedisConfig {
@@ -90,6 +98,7 @@ impl Default for RedisConfig {
             command_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
             consumer_name: None,
+            message_id_window: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -195,6 +204,13 @@ impl RedisConfig {
         self
     }
 
+    /// Sets [`RedisConfig::message_id_window`].
+    #[must_use]
+    pub fn with_message_id_window(mut self, window: Duration) -> Self {
+        self.message_id_window = window;
+        self
+    }
+
     /// Checks the values that cannot work.
     pub fn validate(&self) -> Result<()> {
         if self.urls.is_empty() {
@@ -214,6 +230,7 @@ impl RedisConfig {
             ("block_wait", self.block_wait),
             ("command_timeout", self.command_timeout),
             ("connect_timeout", self.connect_timeout),
+            ("message_id_window", self.message_id_window),
         ] {
             if value < Duration::from_millis(1) {
                 return Err(Error::invalid_option(name, "must be at least 1 ms"));
