@@ -69,7 +69,7 @@ pub(crate) struct Inner {
 impl fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisBackend")
-            .field("urls", &self.inner.config.urls)
+            .field("urls", &self.inner.config.redacted_urls())
             .field("cluster", &self.inner.config.cluster)
             .field("consumer", &self.inner.consumer)
             .field("closed", &self.inner.closed.load(Ordering::Relaxed))
@@ -88,13 +88,19 @@ impl Drop for RedisBackend {
 impl RedisBackend {
     /// Connects to the server (or the cluster's seed nodes).
     ///
-    /// Fails with [`Error::Connect`] naming the URLs when Redis does not
-    /// answer, and with [`Error::InvalidOption`] for a bad configuration.
+    /// Fails with [`Error::Connect`] naming the URLs (passwords redacted)
+    /// when Redis does not answer or refuses the password, and with
+    /// [`Error::InvalidOption`] for a bad configuration or a URL this
+    /// build cannot use.
     pub async fn connect(config: RedisConfig) -> Result<Self> {
         config.validate()?;
-        let addrs = config.urls.join(",");
+        // Passwords redacted: errors and logs never show them.
+        let addrs = config.redacted_urls();
         let connect_error = |source: RedisError| Error::connect(addrs.clone(), source);
-        let connector = Connector::new(&config).map_err(connect_error)?;
+        // Nothing is connected yet: a failure is a URL this build cannot
+        // use (say `rediss://` without TLS support).
+        let connector = Connector::new(&config)
+            .map_err(|err| Error::invalid_option("urls", format!("{addrs}: {err}")))?;
         let shared = connector.shared(&config).await.map_err(connect_error)?;
         let consumer = config
             .consumer_name

@@ -235,7 +235,7 @@ impl SharedConnection {
             Ok(live) => {
                 *last_failure = None;
                 *state.current.lock().unwrap_or_else(PoisonError::into_inner) = Some(live.clone());
-                tracing::debug!("connected to Redis");
+                tracing::debug!("Redis connection made");
                 Ok(live)
             }
             Err(err) => {

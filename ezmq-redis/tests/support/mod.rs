@@ -181,18 +181,18 @@ impl Drop for RedisProcess {
     }
 }
 
-/// Waits (up to 10 s) until a server answers PING on `port`.
+/// Waits (up to 10 s) until a server answers PING on `port` (a refusal
+/// such as `NOAUTH` counts as an answer).
 pub async fn wait_for_ping(port: u16) {
     let url = format!("redis://127.0.0.1:{port}");
     for _ in 0..200 {
         if let Ok(client) = redis::Client::open(url.as_str()) {
             if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-                if redis::cmd("PING")
-                    .query_async::<String>(&mut conn)
-                    .await
-                    .is_ok()
-                {
-                    return;
+                // Any answer will do: `NOAUTH` from a server with a password.
+                match redis::cmd("PING").query_async::<String>(&mut conn).await {
+                    Ok(_) => return,
+                    Err(err) if err.code().is_some() => return,
+                    Err(_) => {}
                 }
             }
         }
