@@ -69,7 +69,7 @@ pub(crate) struct Inner {
 impl fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisBackend")
-            .field("urls", &self.inner.config.urls)
+            .field("urls", &self.inner.config.redacted_urls())
             .field("cluster", &self.inner.config.cluster)
             .field("consumer", &self.inner.consumer)
             .field("closed", &self.inner.closed.load(Ordering::Relaxed))
@@ -88,13 +88,19 @@ impl Drop for RedisBackend {
 impl RedisBackend {
     /// Connects to the server (or the cluster's seed nodes).
     ///
-    /// Fails with [`Error::Connect`] naming the URLs when Redis does not
-    /// answer, and with [`Error::InvalidOption`] for a bad configuration.
+    /// Fails with [`Error::Connect`] naming the URLs (passwords redacted)
+    /// when Redis does not answer or refuses the password, and with
+    /// [`Error::InvalidOption`] for a bad configuration or a URL this
+    /// build cannot use.
     pub async fn connect(config: RedisConfig) -> Result<Self> {
         config.validate()?;
-        let addrs = config.urls.join(",");
+        // Passwords redacted: errors and logs never show them.
+        let addrs = config.redacted_urls();
         let connect_error = |source: RedisError| Error::connect(addrs.clone(), source);
-        let connector = Connector::new(&config).map_err(connect_error)?;
+        // Nothing is connected yet: a failure is a URL this build cannot
+        // use (say `rediss://` without TLS support).
+        let connector = Connector::new(&config)
+            .map_err(|err| Error::invalid_option("urls", format!("{addrs}: {err}")))?;
         let shared = connector.shared(&config).await.map_err(connect_error)?;
         let consumer = config
             .consumer_name
@@ -259,13 +265,16 @@ impl Inner {
         }
     }
 
-    /// `XADD` to `stream`, capped by `max_len`.
-    pub(crate) async fn xadd(
+    /// `XADD` of a push to `topic`'s `stream`, capped by `max_len`, on
+    /// `conn` (see [`Conn::for_push`]).
+    async fn xadd(
         &self,
+        conn: &mut Conn,
+        topic: &Topic,
         stream: &str,
-        max_len: Option<u64>,
         message: &Message,
     ) -> Result<String> {
+        let max_len = self.config.stream_max_len;
         // Sized for the usual push (stream, `*`, body) so building the
         // command does not reallocate.
         let args = 4 + 2 * message.headers.len() + 2 + if max_len.is_some() { 3 } else { 0 };
@@ -277,51 +286,104 @@ impl Inner {
         cmd.arg("*");
         message.write_fields(&mut cmd);
         let id: String = cmd
-            .query_async(&mut self.conn())
+            .query_async(conn)
             .await
-            .map_err(error::command("XADD"))?;
+            .map_err(error::push_sent("XADD", topic))?;
         Ok(id)
+    }
+
+    /// A push with a message id: stored unless a push with that id was
+    /// stored within [`RedisConfig::message_id_window`] (one script, so
+    /// atomic). Returns the first push's job id either way.
+    async fn push_once(
+        &self,
+        conn: &mut Conn,
+        topic: &Topic,
+        id: &str,
+        message: &Message,
+        delay: Option<Duration>,
+    ) -> Result<String> {
+        let prefix = &self.config.key_prefix;
+        let keys = TopicKeys::queue(prefix, topic);
+        let mut invocation = scripts::PUSH_ONCE.prepare_invoke();
+        invocation
+            .key(TopicKeys::message_id(prefix, topic, id))
+            .key(&keys.stream)
+            .key(&keys.delayed)
+            .arg(ms_ceil(self.config.message_id_window).max(1))
+            .arg(id)
+            .arg(self.config.stream_max_len.unwrap_or(0))
+            .arg(delay.map_or(0, ms_ceil));
+        match delay {
+            Some(_) => {
+                invocation.arg(message.delayed_member());
+            }
+            None => {
+                invocation.arg("");
+                for field in message.fields() {
+                    invocation.arg(field);
+                }
+            }
+        }
+        let (stored, first): (i64, String) = invocation
+            .invoke_async(conn)
+            .await
+            .map_err(error::push_sent("message-id push script", topic))?;
+        if stored == 0 {
+            tracing::debug!(%topic, message_id = %id, "push deduplicated: that message id is stored already");
+        }
+        Ok(first)
     }
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
         self.ensure_open()?;
         let mut message = self.message(body, options);
         let delay = options.delay.filter(|d| !d.is_zero());
-        let (id, stream) = match delay {
-            None => {
-                let stream = TopicKeys::queue_stream(&self.config.key_prefix, topic);
-                let entry = self
-                    .xadd(&stream, self.config.stream_max_len, &message)
+        // An error getting the connection means nothing was sent.
+        let mut conn = self
+            .conn()
+            .for_push()
+            .await
+            .map_err(error::command("connect for a push"))?;
+        let stream = TopicKeys::queue_stream(&self.config.key_prefix, topic);
+        let id = match (&options.message_id, delay) {
+            (Some(id), _) => {
+                let first = self
+                    .push_once(&mut conn, topic, id, &message, delay)
                     .await?;
-                (options.message_id.clone().unwrap_or(entry), stream)
+                if let Some(delay) = delay {
+                    self.note_delayed(topic, delay);
+                }
+                first
             }
-            Some(delay) => {
-                let keys = TopicKeys::queue(&self.config.key_prefix, topic);
-                // A delayed message has no stream entry yet: its id is the
-                // producer's, or a fresh UUID carried as the message id.
-                let id = match &options.message_id {
-                    Some(id) => id.clone(),
-                    None => {
-                        let id = uuid::Uuid::new_v4().to_string();
-                        message.headers.insert(MESSAGE_ID_HEADER, id.clone());
-                        id
-                    }
-                };
+            (None, None) => self.xadd(&mut conn, topic, &stream, &message).await?,
+            (None, Some(delay)) => {
+                // A delayed message has no stream entry yet: its id is a
+                // fresh UUID carried as the message id.
+                let id = uuid::Uuid::new_v4().to_string();
+                message.headers.insert(MESSAGE_ID_HEADER, id.clone());
+                let delayed = TopicKeys::queue(&self.config.key_prefix, topic).delayed;
                 let _due: i64 = scripts::SCHEDULE
-                    .key(&keys.delayed)
+                    .key(&delayed)
                     .arg(ms_ceil(delay))
                     .arg(message.delayed_member())
-                    .invoke_async(&mut self.conn())
+                    .invoke_async(&mut conn)
                     .await
-                    .map_err(error::command("schedule script"))?;
-                if let Some(state) = self.existing_state(&Source::Topic(topic.clone())) {
-                    state.note_due_in(delay);
-                }
-                (id, keys.stream)
+                    .map_err(error::push_sent("schedule script", topic))?;
+                self.note_delayed(topic, delay);
+                id
             }
         };
         self.wait_replicas(&stream).await?;
         Ok(JobId::new(id))
+    }
+
+    /// Tells this instance's listener of `topic`, if any, that a delayed
+    /// message comes due in `delay`.
+    fn note_delayed(&self, topic: &Topic, delay: Duration) {
+        if let Some(state) = self.existing_state(&Source::Topic(topic.clone())) {
+            state.note_due_in(delay);
+        }
     }
 
     async fn close(&self) -> Result<()> {
@@ -330,6 +392,7 @@ impl Inner {
         }
         self.cancel.cancel();
         self.pool.clear();
+        self.shared.close();
         tracing::debug!("Redis backend closed");
         Ok(())
     }
@@ -342,7 +405,7 @@ impl Backend for RedisBackend {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::all().without(ezmq_core::spi::Capability::IdempotentPush)
+        Capabilities::all()
     }
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {

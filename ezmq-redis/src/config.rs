@@ -1,5 +1,6 @@
 //! `RedisConfig`: where Redis is and how the backend uses it.
 
+use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -26,7 +27,11 @@ pub const DEFAULT_URL: &str = "redis://127.0.0.1:6379";
 /// assert!(cluster.cluster);
 /// assert_eq!(cluster.urls, ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]);
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Its `Debug` output redacts the passwords in the URLs
+/// (`redis://:***@host:6379`), as do every error and log line of this
+/// backend.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RedisConfig {
     /// Server URLs, `redis://[:password@]host:port[/db]`. One URL for a
@@ -72,6 +77,52 @@ pub struct RedisConfig {
     /// The consumer name of this backend instance in consumer groups.
     /// Default `None`: a fresh UUID per instance (it must be unique).
     pub consumer_name: Option<String>,
+    /// How long a push's message id
+    /// ([`PushOptions::with_message_id`](ezmq_core::PushOptions::with_message_id))
+    /// is remembered: another push to the same topic with that id within
+    /// the window stores nothing and returns the first push's job id
+    /// (whether or not the job was consumed since). Costs one small key
+    /// per id (`<prefix>:{<topic>}:msgid:<id>`) for the window; pushes
+    /// without a message id cost nothing extra. Default 24 h.
+    pub message_id_window: Duration,
+}
+
+impl fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let RedisConfig {
+            urls,
+            cluster,
+            lease,
+            reclaim_interval,
+            block_wait,
+            wait_replicas,
+            stream_max_len,
+            broadcast_max_len,
+            default_group_retention,
+            key_prefix,
+            command_timeout,
+            connect_timeout,
+            consumer_name,
+            message_id_window,
+        } = self;
+        let urls: Vec<String> = urls.iter().map(|u| redact(u)).collect();
+        f.debug_struct("RedisConfig")
+            .field("urls", &urls)
+            .field("cluster", cluster)
+            .field("lease", lease)
+            .field("reclaim_interval", reclaim_interval)
+            .field("block_wait", block_wait)
+            .field("wait_replicas", wait_replicas)
+            .field("stream_max_len", stream_max_len)
+            .field("broadcast_max_len", broadcast_max_len)
+            .field("default_group_retention", default_group_retention)
+            .field("key_prefix", key_prefix)
+            .field("command_timeout", command_timeout)
+            .field("connect_timeout", connect_timeout)
+            .field("consumer_name", consumer_name)
+            .field("message_id_window", message_id_window)
+            .finish()
+    }
 }
 
 impl Default for RedisConfig {
@@ -90,6 +141,7 @@ impl Default for RedisConfig {
             command_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
             consumer_name: None,
+            message_id_window: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -195,6 +247,23 @@ impl RedisConfig {
         self
     }
 
+    /// Sets [`RedisConfig::message_id_window`].
+    #[must_use]
+    pub fn with_message_id_window(mut self, window: Duration) -> Self {
+        self.message_id_window = window;
+        self
+    }
+
+    /// The URLs with their passwords redacted, comma separated: what errors
+    /// and logs show.
+    pub(crate) fn redacted_urls(&self) -> String {
+        self.urls
+            .iter()
+            .map(|u| redact(u))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Checks the values that cannot work.
     pub fn validate(&self) -> Result<()> {
         if self.urls.is_empty() {
@@ -214,6 +283,7 @@ impl RedisConfig {
             ("block_wait", self.block_wait),
             ("command_timeout", self.command_timeout),
             ("connect_timeout", self.connect_timeout),
+            ("message_id_window", self.message_id_window),
         ] {
             if value < Duration::from_millis(1) {
                 return Err(Error::invalid_option(name, "must be at least 1 ms"));
@@ -253,7 +323,10 @@ impl FromStr for RedisConfig {
                 })
                 .collect();
             if urls.is_empty() {
-                return Err(Error::invalid_option("url", format!("no host in {url:?}")));
+                return Err(Error::invalid_option(
+                    "url",
+                    format!("no host in {:?}", redact(url)),
+                ));
             }
             if hosts.contains('/') {
                 return Err(Error::invalid_option(
@@ -274,9 +347,60 @@ impl FromStr for RedisConfig {
         }
         Err(Error::invalid_option(
             "url",
-            format!("{url:?} is not a redis:// or redis+cluster:// URL"),
+            format!(
+                "{:?} is not a redis:// or redis+cluster:// URL (rediss:// needs TLS, which this build lacks)",
+                redact(url)
+            ),
         ))
     }
+}
+
+/// `url` with its password replaced by `***`, for errors, logs and `Debug`:
+/// `scheme://user:***@host...` (everything between `://` and the last `@`
+/// is the user info; user info without a `:` is hidden whole, as some
+/// write the password there), and the values of `pass` and `password`
+/// query parameters (Unix-socket URLs) likewise.
+pub(crate) fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some(parts) => parts,
+        None => ("", url),
+    };
+    let mut out = String::with_capacity(url.len());
+    if !scheme.is_empty() {
+        out.push_str(scheme);
+        out.push_str("://");
+    }
+    let rest = match rest.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            match userinfo.split_once(':') {
+                Some((user, _password)) => {
+                    out.push_str(user);
+                    out.push_str(":***@");
+                }
+                None => out.push_str("***@"),
+            }
+            host
+        }
+        None => rest,
+    };
+    match rest.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            let params: Vec<String> = query
+                .split('&')
+                .map(|param| match param.split_once('=') {
+                    Some((name, _)) if matches!(name, "pass" | "password") => {
+                        format!("{name}=***")
+                    }
+                    _ => param.to_owned(),
+                })
+                .collect();
+            out.push_str(&params.join("&"));
+        }
+        None => out.push_str(rest),
+    }
+    out
 }
 
 impl TryFrom<&str> for RedisConfig {
@@ -301,6 +425,24 @@ mod tests {
         assert!("amqp://x".parse::<RedisConfig>().is_err());
         assert!("redis://a:1,b:2".parse::<RedisConfig>().is_err());
         assert!("redis+cluster://".parse::<RedisConfig>().is_err());
+    }
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact("redis://:hunter2@h:6379/2"), "redis://:***@h:6379/2");
+        assert_eq!(redact("rediss://u:p@ss@h:1"), "rediss://u:***@h:1");
+        assert_eq!(redact("redis://secret@h"), "redis://***@h");
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        assert_eq!(
+            redact("redis+unix:///tmp/r.sock?db=1&pass=pw"),
+            "redis+unix:///tmp/r.sock?db=1&pass=***"
+        );
+        let c: RedisConfig = "redis+cluster://:pw@a:1,b:2".parse().unwrap();
+        assert_eq!(c.redacted_urls(), "redis://:***@a:1,redis://:***@b:2");
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("pw"), "{debug}");
+        let err = "rediss+x://:pw@a".parse::<RedisConfig>().unwrap_err();
+        assert!(!err.to_string().contains("pw"), "{err}");
     }
 
     #[test]

@@ -4,14 +4,16 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redis::aio::{
-    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
-};
+use redis::aio::ConnectionLike;
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{
+    AsyncConnectionConfig, Cmd, ConnectionInfo, IntoConnectionInfo, Pipeline, RedisFuture,
+    RedisResult, Value,
+};
 
 use crate::config::RedisConfig;
+use crate::live::{LiveConnection, SharedConnection};
 
 /// How much longer than its own block time a blocking command may take to
 /// answer before its connection is given up.
@@ -23,10 +25,12 @@ pub(crate) const BLOCK_MARGIN: Duration = Duration::from_secs(2);
 /// and follow `MOVED`/failovers themselves.
 #[derive(Clone)]
 pub(crate) enum Conn {
-    /// The shared single-server connection (reconnects by itself).
-    Managed(ConnectionManager),
-    /// A dedicated single-server connection.
-    Single(MultiplexedConnection),
+    /// The shared single-server connection (made again on first use
+    /// after it died).
+    Managed(SharedConnection),
+    /// One single-server connection: dedicated, or the shared one's
+    /// current connection.
+    Single(LiveConnection),
     /// A cluster connection (shared or dedicated).
     Cluster(ClusterConnection),
 }
@@ -62,10 +66,40 @@ impl ConnectionLike for Conn {
     }
 }
 
+impl Conn {
+    /// The connection a push is sent on: for the shared single-server
+    /// connection, its current one, made again first when it died. An
+    /// error here means nothing was sent; an I/O error or a timeout on the
+    /// connection returned means the push may have been stored.
+    pub(crate) async fn for_push(&self) -> RedisResult<Conn> {
+        match self {
+            Conn::Managed(shared) => shared.live().await.map(Conn::Single),
+            other => Ok(other.clone()),
+        }
+    }
+
+    /// Closes the shared single-server connection (see
+    /// [`SharedConnection::close`]); a cluster connection closes when its
+    /// last handle is dropped.
+    pub(crate) fn close(&self) {
+        if let Conn::Managed(shared) = self {
+            shared.close();
+        }
+    }
+
+    /// For a connection in the idle pool: false once it is known dead.
+    fn is_alive(&self) -> bool {
+        match self {
+            Conn::Single(live) => live.is_alive(),
+            Conn::Managed(_) | Conn::Cluster(_) => true,
+        }
+    }
+}
+
 /// Opens connections of either kind.
 pub(crate) enum Connector {
     /// A single server.
-    Single(redis::Client),
+    Single(Box<ConnectionInfo>),
     /// A cluster: one client for shared connections, one (with longer
     /// response timeouts) for dedicated blocking ones.
     Cluster {
@@ -90,20 +124,17 @@ impl Connector {
             })
         } else {
             let url = config.urls.first().map(String::as_str).unwrap_or_default();
-            Ok(Connector::Single(redis::Client::open(url)?))
+            Ok(Connector::Single(Box::new(url.into_connection_info()?)))
         }
     }
 
     /// The shared connection (multiplexed; never used for blocking reads).
     pub(crate) async fn shared(&self, config: &RedisConfig) -> RedisResult<Conn> {
         match self {
-            Connector::Single(client) => {
-                let manager = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(config.connect_timeout))
-                    .set_response_timeout(Some(config.command_timeout))
-                    .set_number_of_retries(2)
-                    .set_max_delay(Duration::from_secs(1));
-                ConnectionManager::new_with_config(client.clone(), manager)
+            Connector::Single(info) => {
+                let settings =
+                    AsyncConnectionConfig::new().set_response_timeout(Some(config.command_timeout));
+                SharedConnection::connect((**info).clone(), settings, config.connect_timeout)
                     .await
                     .map(Conn::Managed)
             }
@@ -116,12 +147,10 @@ impl Connector {
     /// A new dedicated connection for blocking commands.
     pub(crate) async fn dedicated(&self, config: &RedisConfig) -> RedisResult<Conn> {
         match self {
-            Connector::Single(client) => {
+            Connector::Single(info) => {
                 let settings = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(config.connect_timeout))
                     .set_response_timeout(Some(config.command_timeout + BLOCK_MARGIN));
-                client
-                    .get_multiplexed_async_connection_with_config(&settings)
+                LiveConnection::open(info, &settings, config.connect_timeout)
                     .await
                     .map(Conn::Single)
             }
@@ -144,9 +173,16 @@ pub(crate) struct Pool {
 const MAX_IDLE: usize = 64;
 
 impl Pool {
-    /// An idle connection, if any.
+    /// An idle connection that is still alive, if any (dead ones, say
+    /// after a server restart, are dropped).
     pub(crate) fn take(&self) -> Option<Conn> {
-        self.idle.lock().ok()?.pop()
+        let mut idle = self.idle.lock().ok()?;
+        while let Some(conn) = idle.pop() {
+            if conn.is_alive() {
+                return Some(conn);
+            }
+        }
+        None
     }
 
     /// Gives a healthy connection back.

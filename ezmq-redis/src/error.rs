@@ -10,7 +10,7 @@ use redis::{RedisError, RetryMethod};
 #[non_exhaustive]
 pub enum RedisBackendError {
     /// A Redis command failed.
-    #[error("redis {command} failed")]
+    #[error("redis {command} failed: {source}")]
     Command {
         /// The command (or script) that failed.
         command: &'static str,
@@ -90,6 +90,33 @@ pub(crate) fn is_retryable(err: &RedisError) -> bool {
         || err.is_connection_refusal()
         || err.is_cluster_error()
         || !matches!(err.retry_method(), RetryMethod::NoRetry)
+}
+
+/// True when a command failed after it was sent (or may have been): it
+/// timed out, or the connection was lost before the reply. Not for a
+/// refused connection (nothing was sent) nor an error reply.
+pub(crate) fn is_unanswered(err: &RedisError) -> bool {
+    (err.is_timeout() || err.is_io_error() || err.is_connection_dropped())
+        && !err.is_connection_refusal()
+}
+
+/// Wraps a Redis error of a push's `command` that was sent to `topic`:
+/// [`ezmq_core::Error::OutcomeUnknown`] when it got no answer
+/// ([`is_unanswered`]), else as [`command`] does.
+pub(crate) fn push_sent<'a>(
+    command: &'static str,
+    topic: &'a ezmq_core::Topic,
+) -> impl FnOnce(RedisError) -> ezmq_core::Error + 'a {
+    move |source| {
+        if is_unanswered(&source) {
+            ezmq_core::Error::outcome_unknown(
+                topic.as_str(),
+                RedisBackendError::Command { command, source },
+            )
+        } else {
+            self::command(command)(source)
+        }
+    }
 }
 
 /// True for `NOGROUP` (the consumer group or its stream does not exist).

@@ -41,6 +41,12 @@ impl TopicKeys {
         key
     }
 
+    /// The key remembering message id `id` of queue topic `topic` for the
+    /// deduplication window: `<prefix>:{<topic>}:msgid:<id>`.
+    pub(crate) fn message_id(prefix: &str, topic: &Topic, id: &str) -> String {
+        format!("{prefix}:{{{topic}}}:msgid:{id}")
+    }
+
     /// The keys of broadcast topic `topic`: `<prefix>:{<topic>}:b`, `:bd`
     /// and `:bg`.
     pub(crate) fn broadcast(prefix: &str, topic: &Topic) -> Self {
@@ -77,6 +83,10 @@ mod tests {
         let q = TopicKeys::queue("ezmq", &t);
         assert_eq!(q.stream, "ezmq:{orders.created}:s");
         assert_eq!(q.delayed, "ezmq:{orders.created}:d");
+        assert_eq!(
+            TopicKeys::message_id("ezmq", &t, "o-1"),
+            "ezmq:{orders.created}:msgid:o-1"
+        );
         let b = TopicKeys::broadcast("ezmq", &t);
         assert_eq!(b.groups, "ezmq:{orders.created}:bg");
         assert!(new_inbox("ezmq").starts_with(&inbox_prefix("ezmq")));

@@ -37,6 +37,7 @@ mod conn;
 mod error;
 mod fan_out;
 mod keys;
+mod live;
 mod receive;
 mod reply;
 mod scripts;

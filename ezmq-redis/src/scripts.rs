@@ -52,6 +52,31 @@ return due
     )
 });
 
+/// A push with a message id, stored once per id and window: when the
+/// message-id key exists, nothing is stored and its value (the first
+/// push's job id) is returned; otherwise the key is set (`PX` window) and
+/// the message added to the stream (delay 0) or scheduled. KEYS:
+/// message-id key, stream, delayed zset. ARGV: window ms, job id, stream
+/// MAXLEN (0 = none), delay ms (0 = none), member (when delayed, else
+/// empty), then the fields (when not delayed). Returns `{stored (1/0), job
+/// id}`.
+pub(crate) static PUSH_ONCE: LazyLock<Script> = LazyLock::new(|| {
+    script(
+        r#"
+local first = redis.call('GET', KEYS[1])
+if first then return {0, first} end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
+local delay = tonumber(ARGV[4])
+if delay > 0 then
+  redis.call('ZADD', KEYS[3], now_ms(true) + delay, ARGV[5])
+else
+  xadd(KEYS[2], ARGV[3], {unpack(ARGV, 6)})
+end
+return {1, ARGV[2]}
+"#,
+    )
+});
+
 /// Moves due delayed messages into the stream. KEYS: delayed zset,
 /// stream. ARGV: most to move, stream MAXLEN (0 = none). Returns
 /// `{moved, ms until the next one is due or -1}`.

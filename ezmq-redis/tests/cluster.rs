@@ -155,9 +155,25 @@ async fn every_feature_on_a_three_master_cluster() {
             .push(topic, format!("now {topic}").into())
             .await
             .unwrap();
+        // Pushed twice with one message id each: stored once (the script's
+        // keys share the topic's slot).
+        for _ in 0..2 {
+            let once = PushOptions::new().with_message_id(format!("once-{topic}"));
+            client
+                .push_with(topic, format!("once {topic}").into(), once)
+                .await
+                .unwrap();
+            let once_late = PushOptions::new()
+                .with_message_id(format!("once-late-{topic}"))
+                .with_delay(Duration::from_millis(300));
+            client
+                .push_with(topic, format!("once delayed {topic}").into(), once_late)
+                .await
+                .unwrap();
+        }
     }
     let mut got = Vec::new();
-    for _ in 0..2 * topics.len() {
+    for _ in 0..4 * topics.len() {
         got.push(
             timeout(Duration::from_secs(15), rx.recv())
                 .await
@@ -168,7 +184,14 @@ async fn every_feature_on_a_three_master_cluster() {
     got.sort();
     let mut want: Vec<String> = topics
         .iter()
-        .flat_map(|t| [format!("now {t}"), format!("delayed {t}")])
+        .flat_map(|t| {
+            [
+                format!("now {t}"),
+                format!("delayed {t}"),
+                format!("once {t}"),
+                format!("once delayed {t}"),
+            ]
+        })
         .collect();
     want.sort();
     assert_eq!(got, want);

@@ -351,7 +351,8 @@ async fn hung_redis_fails_pushes_in_time_and_shutdown_completes() {
         .await
         .expect("a push to a hung Redis was held past 15 s")
         .unwrap_err();
-    assert!(err.is_retryable(), "{err}");
+    // It was sent: it may be stored once Redis answers (tests/outcome.rs).
+    assert!(err.is_outcome_unknown(), "{err}");
     timeout(LONG, client.shutdown(Duration::from_secs(2)))
         .await
         .expect("shutting down beside a hung Redis was held past 15 s")

@@ -147,6 +147,32 @@ impl RedisProcess {
         self.kill();
         self.spawn().await;
     }
+
+    /// Starts it again on the same port (after [`RedisProcess::kill`]) and
+    /// returns the moment its port accepted a TCP connection again
+    /// (polled every 5 ms), once it also answers PING.
+    pub async fn start_again(&mut self) -> tokio::time::Instant {
+        self.kill();
+        let child = Command::new("redis-server")
+            .args(&self.args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        let addr = format!("127.0.0.1:{}", self.port);
+        let mut accepted = None;
+        for _ in 0..2000 {
+            if tokio::net::TcpStream::connect(&addr).await.is_ok() {
+                accepted = Some(tokio::time::Instant::now());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let accepted = accepted.expect("redis-server accepts connections again within 10 s");
+        wait_for_ping(self.port).await;
+        accepted
+    }
 }
 
 impl Drop for RedisProcess {
@@ -155,18 +181,18 @@ impl Drop for RedisProcess {
     }
 }
 
-/// Waits (up to 10 s) until a server answers PING on `port`.
+/// Waits (up to 10 s) until a server answers PING on `port` (a refusal
+/// such as `NOAUTH` counts as an answer).
 pub async fn wait_for_ping(port: u16) {
     let url = format!("redis://127.0.0.1:{port}");
     for _ in 0..200 {
         if let Ok(client) = redis::Client::open(url.as_str()) {
             if let Ok(mut conn) = client.get_multiplexed_async_connection().await {
-                if redis::cmd("PING")
-                    .query_async::<String>(&mut conn)
-                    .await
-                    .is_ok()
-                {
-                    return;
+                // Any answer will do: `NOAUTH` from a server with a password.
+                match redis::cmd("PING").query_async::<String>(&mut conn).await {
+                    Ok(_) => return,
+                    Err(err) if err.code().is_some() => return,
+                    Err(_) => {}
                 }
             }
         }
