@@ -136,6 +136,7 @@ impl Backend for RabbitBackend {
             .unwrap_or_else(publish::new_message_id);
         let queue = self.inner.names.topic_queue(topic);
         let out = Outgoing {
+            topic: topic.as_str(),
             queue: &queue,
             body: &body,
             headers: &options.headers,

@@ -85,12 +85,14 @@ pub struct RabbitConfig {
     /// Bound of every exchange with the broker once connected: a publish
     /// and its confirm, a declaration, opening or closing a channel. A
     /// broker that stops answering (hung, or blocking publishers under a
-    /// memory or disk alarm) fails the call with a retryable timeout
-    /// instead of holding it forever. A publish that timed out may still
-    /// have been stored: retrying it is at-least-once. Default 10 s.
+    /// memory or disk alarm) fails the call with a timeout instead of
+    /// holding it forever. A publish that timed out after it was handed to
+    /// the connection fails with [`Error::OutcomeUnknown`]: it may have
+    /// been stored, and pushing it again may store it twice. Default 10 s.
     pub operation_timeout: Duration,
     /// Longest pause between reconnection attempts (they start at 100 ms
-    /// and double). Default 5 s.
+    /// and double). Default 500 ms: a listener resumes within about a
+    /// second of the broker accepting connections again.
     pub max_reconnect_backoff: Duration,
     /// Number of binary delay levels: one pass through them holds up to
     /// `2^levels - 1` ms; longer delays take several passes. Default 32
@@ -129,7 +131,7 @@ impl Default for RabbitConfig {
             consumer_timeout: Duration::from_secs(30 * 60),
             connect_timeout: Duration::from_secs(10),
             operation_timeout: Duration::from_secs(10),
-            max_reconnect_backoff: Duration::from_secs(5),
+            max_reconnect_backoff: Duration::from_millis(500),
             delay_levels: 32,
         }
     }

@@ -224,6 +224,7 @@ async fn reschedule(
         .map(|id| id.as_str().to_owned())
         .unwrap_or_else(publish::new_message_id);
     let out = Outgoing {
+        topic: &tracker.queue,
         queue: &tracker.queue,
         body: &delivery.data,
         headers: &headers,

@@ -155,6 +155,7 @@ impl Settle for RabbitDelivery {
             self.message.attempt.saturating_add(1).to_string(),
         );
         let out = Outgoing {
+            topic: &self.tracker.queue,
             queue: &self.tracker.queue,
             body: &self.message.body,
             headers: &headers,

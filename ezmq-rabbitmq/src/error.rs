@@ -49,6 +49,19 @@ pub enum RabbitError {
         /// The queue or exchange.
         target: String,
     },
+    /// A message was handed to the broker (or may have been) and its
+    /// confirm never came: the operation timed out while waiting for it,
+    /// or the channel or connection closed first. The broker may or may
+    /// not have stored it. Surfaces as
+    /// [`Error::OutcomeUnknown`].
+    #[error("no publisher confirm for {target:?}: {cause}")]
+    Unconfirmed {
+        /// The queue or exchange.
+        target: String,
+        /// Why no confirm came (a timeout, a closed channel).
+        #[source]
+        cause: Box<RabbitError>,
+    },
     /// The broker did not answer in time.
     #[error("{op} {target:?} timed out")]
     Timeout {
@@ -94,7 +107,9 @@ impl RabbitError {
     }
 
     /// True when repeating the operation may succeed (connection or
-    /// channel lost, broker busy), false for refusals that will repeat.
+    /// channel lost, broker busy), false for refusals that will repeat and
+    /// for [`RabbitError::Unconfirmed`] (repeating it may store the message
+    /// twice).
     pub fn is_retryable(&self) -> bool {
         match self {
             RabbitError::Amqp { .. } => !matches!(
@@ -108,13 +123,18 @@ impl RabbitError {
             RabbitError::Nacked { .. }
             | RabbitError::Timeout { .. }
             | RabbitError::Interrupted { .. } => true,
-            RabbitError::Returned { .. } | RabbitError::NameTooLong { .. } => false,
+            RabbitError::Returned { .. }
+            | RabbitError::NameTooLong { .. }
+            | RabbitError::Unconfirmed { .. } => false,
         }
     }
 }
 
 impl From<RabbitError> for Error {
     fn from(err: RabbitError) -> Self {
+        if let RabbitError::Unconfirmed { target, .. } = &err {
+            return Error::outcome_unknown(target.clone(), err);
+        }
         let retryable = err.is_retryable();
         Error::backend(err, retryable)
     }

@@ -27,6 +27,8 @@ pub(crate) const REMAINING_HEADER: &str = "ezmq-delay-remaining";
 /// One message to send to a queue.
 #[derive(Debug)]
 pub(crate) struct Outgoing<'a> {
+    /// The topic (or queue) errors name.
+    pub(crate) topic: &'a str,
     /// The destination queue.
     pub(crate) queue: &'a str,
     pub(crate) body: &'a [u8],
@@ -46,7 +48,9 @@ pub(crate) fn ceil_millis(d: Duration) -> u64 {
 }
 
 /// Publishes and waits for the broker's confirm. A connection that turns
-/// out dead is replaced and the publish tried again; so is a nack (the
+/// out dead before the message left is replaced and the publish tried
+/// again (once the message may have left, a lost connection or a missing
+/// confirm is [`ezmq_core::Error::OutcomeUnknown`] instead); so is a nack (the
 /// broker did not store the message: a quorum queue without a leader yet,
 /// just after it was declared or during a leader election), up to
 /// [`NACK_RETRIES`] times with a short backoff.
@@ -56,13 +60,22 @@ pub(crate) async fn send(inner: &Inner, out: &Outgoing<'_>) -> Result<()> {
         let session = inner.connector.session().await?;
         match send_on(inner, &session, out).await {
             Ok(()) => return Ok(()),
+            Err(err @ RabbitError::Unconfirmed { .. }) => {
+                // Sent, maybe stored: sending it again could store it twice.
+                if !session.is_alive() {
+                    inner.connector.invalidate(session.generation);
+                }
+                return Err(outcome_unknown(out, err));
+            }
             Err(err) if !session.is_alive() => {
                 tracing::debug!(cause = %err, "connection lost during a publish; reconnecting");
                 inner.connector.invalidate(session.generation);
                 let session = inner.connector.session().await?;
                 // Boxed: a second `send_on` inline would double the size of
                 // every publish's future.
-                return Ok(Box::pin(send_on(inner, &session, out)).await?);
+                return Box::pin(send_on(inner, &session, out))
+                    .await
+                    .map_err(|err| outcome_unknown(out, err));
             }
             Err(RabbitError::Nacked { target }) if nacks < NACK_RETRIES => {
                 nacks += 1;
@@ -71,6 +84,15 @@ pub(crate) async fn send(inner: &Inner, out: &Outgoing<'_>) -> Result<()> {
             }
             Err(err) => return Err(err.into()),
         }
+    }
+}
+
+/// `err` as an [`ezmq_core::Error`], naming the topic when the outcome is
+/// unknown.
+fn outcome_unknown(out: &Outgoing<'_>, err: RabbitError) -> ezmq_core::Error {
+    match err {
+        RabbitError::Unconfirmed { .. } => ezmq_core::Error::outcome_unknown(out.topic, err),
+        err => err.into(),
     }
 }
 
@@ -86,7 +108,10 @@ async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result
     }
     let total_ms = out.delay.map_or(0, ceil_millis);
     let max_ms = u64::try_from(config.max_delay().as_millis()).unwrap_or(u64::MAX);
-    let delay_ms = total_ms.min(max_ms);
+    // One pass holds up to `max_ms`, its padding included.
+    let room = max_ms.saturating_sub(u64::from(config.delay_levels)).max(1);
+    let pass_ms = total_ms.min(room);
+    let delay_ms = padded(pass_ms).min(max_ms);
     let mut table = header_table(out.headers)?;
     let mut properties = BasicProperties::default()
         .with_message_id(short("message id", out.message_id)?)
@@ -113,10 +138,10 @@ async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result
             let deadline = unix_millis().saturating_add(ceil_millis(ttl));
             table.insert(EXPIRES_AT_HEADER.into(), string(&deadline.to_string()));
         }
-        if total_ms > delay_ms {
+        if total_ms > pass_ms {
             table.insert(
                 REMAINING_HEADER.into(),
-                string(&(total_ms - delay_ms).to_string()),
+                string(&(total_ms - pass_ms).to_string()),
             );
         }
         let top = top_level(delay_ms);
@@ -128,6 +153,26 @@ async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result
     };
     properties = properties.with_headers(table);
     confirm(session, &exchange, out.queue, out.body, properties, true).await
+}
+
+/// The time a delay of `ms` spends in the levels: `ms` plus 1 ms for each
+/// level queue it then goes through (each set bit of the result). A level
+/// may let a message go up to a millisecond before its `x-message-ttl`
+/// (the broker keeps enqueue times in whole milliseconds), and a 500 ms
+/// delay passes six of them, so without the padding it could end almost
+/// 2 ms early. The smallest such value: at most `ms + 32`.
+pub(crate) fn padded(ms: u64) -> u64 {
+    if ms == 0 {
+        return 0;
+    }
+    let mut padded = ms;
+    loop {
+        let next = ms.saturating_add(u64::from(padded.count_ones()));
+        if next <= padded {
+            return padded;
+        }
+        padded = next;
+    }
 }
 
 /// The level a delay of `ms` (> 0) enters at: its highest set bit.
@@ -158,18 +203,33 @@ pub(crate) async fn confirm(
         mandatory,
         ..BasicPublishOptions::default()
     };
-    // lapin's future is built inside the one that awaits it (not beside
-    // it, which would hold it twice).
-    let confirm = session
-        .bounded("basic.publish", target, async {
-            channel
-                .basic_publish(exchange, routing_key, options, body, properties)
-                .await
-                .map_err(|e| RabbitError::amqp("basic.publish", target, e))?
-                .await
-                .map_err(|e| RabbitError::amqp("basic.publish", target, e))
-        })
-        .await?;
+    let unconfirmed = |cause| RabbitError::Unconfirmed {
+        target: target.to_owned(),
+        cause: Box::new(cause),
+    };
+    // One operation timeout for the publish and its confirm. A publish
+    // that lapin refused was not sent; from the moment it may have left,
+    // a missing confirm leaves its fate unknown.
+    let deadline = tokio::time::Instant::now() + session.timeout();
+    let timed_out = |op| RabbitError::Timeout {
+        op,
+        target: target.to_owned(),
+    };
+    let pending = match tokio::time::timeout_at(
+        deadline,
+        channel.basic_publish(exchange, routing_key, options, body, properties),
+    )
+    .await
+    {
+        Ok(Ok(pending)) => pending,
+        Ok(Err(e)) => return Err(RabbitError::amqp("basic.publish", target, e)),
+        Err(_) => return Err(unconfirmed(timed_out("basic.publish"))),
+    };
+    let confirm = match tokio::time::timeout_at(deadline, pending).await {
+        Ok(Ok(confirm)) => confirm,
+        Ok(Err(e)) => return Err(unconfirmed(RabbitError::amqp("confirm", target, e))),
+        Err(_) => return Err(unconfirmed(timed_out("confirm"))),
+    };
     match confirm {
         Confirmation::Ack(None) | Confirmation::NotRequested => Ok(()),
         Confirmation::Ack(Some(returned)) => Err(RabbitError::Returned {
@@ -261,6 +321,16 @@ mod tests {
         assert_eq!(top_level(1), 0);
         assert_eq!(top_level(1000), 9);
         assert_eq!(top_level(3_600_000), 21);
+    }
+
+    #[test]
+    fn padding_covers_every_level_passed() {
+        assert_eq!(padded(0), 0);
+        for ms in [1u64, 2, 500, 1000, 4095, 65_535, 3_600_000, (1 << 32) - 40] {
+            let p = padded(ms);
+            assert!(p >= ms + u64::from(p.count_ones()), "{ms} -> {p}");
+            assert!(p <= ms + 32, "{ms} -> {p}");
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::config::{redact, RabbitConfig};
-use crate::declared::DeclaredSet;
+use crate::declared::{Declared, DeclaredSet};
 use crate::error::RabbitError;
 
 /// A live connection: its generation (bumped on every reconnect), the
@@ -37,7 +37,7 @@ pub(crate) struct Session {
     /// with an answer (a refusal closes the channel) that the next
     /// declaration would take for its own.
     declarations: StdMutex<JoinSet<()>>,
-    declared: DeclaredSet,
+    declared: Arc<DeclaredSet>,
 }
 
 impl fmt::Debug for Session {
@@ -79,7 +79,7 @@ impl Session {
             publisher: StdMutex::new(publisher),
             declarer: Arc::new(tokio::sync::Mutex::new(None)),
             declarations: StdMutex::new(JoinSet::new()),
-            declared: DeclaredSet::default(),
+            declared: Arc::default(),
         })
     }
 
@@ -147,9 +147,44 @@ impl Session {
         F: FnOnce(Channel) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, RabbitError>> + Send + 'static,
     {
+        self.in_turn(target, None, declare).await
+    }
+
+    /// [`Session::declaring`] once per connection for `what` named
+    /// `target`: the declaration checks again when its turn comes, so
+    /// callers that queued behind the first one send nothing (one
+    /// declaration of the delay levels however many pushes wait for it).
+    pub(crate) async fn declaring_once<F, Fut>(
+        &self,
+        what: Declared,
+        target: &str,
+        declare: F,
+    ) -> Result<(), RabbitError>
+    where
+        F: FnOnce(Channel) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), RabbitError>> + Send + 'static,
+    {
+        if self.declared.contains(what, target) {
+            return Ok(());
+        }
+        self.in_turn(target, Some((what, ())), declare).await
+    }
+
+    async fn in_turn<T, F, Fut>(
+        &self,
+        target: &str,
+        once: Option<(Declared, T)>,
+        declare: F,
+    ) -> Result<T, RabbitError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Channel) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T, RabbitError>> + Send + 'static,
+    {
         let (answer, answered) = oneshot::channel();
         let connection = Arc::clone(&self.connection);
         let declarer = Arc::clone(&self.declarer);
+        let declared = Arc::clone(&self.declared);
         let (limit, name) = (self.timeout, target.to_owned());
         let declaration = async move {
             let mut slot = declarer.lock().await;
@@ -158,6 +193,14 @@ impl Session {
                 // that timed out): nothing was sent for it, skip it.
                 return;
             }
+            let once = match once {
+                Some((what, done)) if declared.contains(what, &name) => {
+                    // Declared by the one it queued behind.
+                    let _ = answer.send(Ok(done));
+                    return;
+                }
+                once => once.map(|(what, _)| what),
+            };
             let channel = match slot.as_ref().filter(|c| c.status().connected()) {
                 Some(channel) => channel.clone(),
                 None => match within(limit, "channel.open", &name, open_channel(&connection)).await
@@ -170,15 +213,19 @@ impl Session {
                 },
             };
             let outcome = within(limit, "declare", &name, declare(channel.clone())).await;
-            if matches!(outcome, Err(RabbitError::Timeout { .. })) {
-                // Its answer may still come: the next declaration must not
-                // take it for its own.
-                *slot = None;
-                if let Err(err) =
-                    close_channel(&channel, limit, &name, "declaration timed out").await
-                {
-                    tracing::debug!(cause = %err, "closing a timed-out declaration's channel failed");
+            match (&outcome, once) {
+                (Ok(_), Some(what)) => declared.insert(what, &name),
+                (Err(RabbitError::Timeout { .. }), _) => {
+                    // Its answer may still come: the next declaration must
+                    // not take it for its own.
+                    *slot = None;
+                    if let Err(err) =
+                        close_channel(&channel, limit, &name, "declaration timed out").await
+                    {
+                        tracing::debug!(cause = %err, "closing a timed-out declaration's channel failed");
+                    }
                 }
+                _ => {}
             }
             let _ = answer.send(outcome);
         };

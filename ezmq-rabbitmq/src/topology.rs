@@ -57,12 +57,7 @@ where
     F: FnOnce(Channel) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<(), RabbitError>> + Send + 'static,
 {
-    if session.declared().contains(what, name) {
-        return Ok(());
-    }
-    session.declaring(name, declare).await?;
-    session.declared().insert(what, name);
-    Ok(())
+    session.declaring_once(what, name, declare).await
 }
 
 /// Declares a topic's queue.

@@ -73,3 +73,20 @@ pub async fn cleanup(queues: &[String], exchanges: &[String]) {
     }
     let _ = conn.close(200, "cleanup".into()).await;
 }
+
+/// A unique queue prefix, so a test's delay levels are its own and can be
+/// deleted afterwards ([`cleanup_prefixed`]).
+pub fn prefix() -> String {
+    format!("t{}.", &uuid::Uuid::new_v4().simple().to_string()[..8])
+}
+
+/// Deletes the delay levels under `prefix` and the prefixed `queues`.
+pub async fn cleanup_prefixed(prefix: &str, queues: &[String]) {
+    let mut all: Vec<String> = queues.iter().map(|q| format!("{prefix}{q}")).collect();
+    let mut exchanges = vec![format!("{prefix}__ezmq|delay|deliver")];
+    for level in 0..32 {
+        all.push(format!("{prefix}__ezmq|delay|L{level:02}"));
+        exchanges.push(format!("{prefix}__ezmq|delay|L{level:02}"));
+    }
+    cleanup(&all, &exchanges).await;
+}
