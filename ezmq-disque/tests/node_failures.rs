@@ -2,15 +2,14 @@
 //! load, on an embedded three-node cluster: the client detects it once,
 //! routes around it, and neither pushes nor deliveries stall.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
 
-use ezmq_disque::{DisqueClient, Job, MqClient, MqClientExt};
+use ezmq_disque::{DisqueClient, MqClient};
 use ezmq_test_support::{eventually, init_tracing, TestCluster};
-use support::affinity_node;
+use support::{affinity_node, listen, percentile, Deliveries};
 use tokio::task::JoinSet;
 
 /// Generous bound for anything that should happen "soon".
@@ -18,28 +17,6 @@ const SOON: Duration = Duration::from_secs(30);
 
 /// Topics spread over the three nodes by the client's routing.
 const TOPICS: usize = 6;
-
-/// When each body was delivered (every delivery, duplicates included).
-type Deliveries = Arc<Mutex<HashMap<String, Vec<Instant>>>>;
-
-/// A listener per topic recording every delivery.
-async fn listen(client: &DisqueClient, topics: &[String], deliveries: &Deliveries) {
-    for topic in topics {
-        let deliveries = Arc::clone(deliveries);
-        client
-            .add_consume_listener(topic, move |job: Job| {
-                let deliveries = Arc::clone(&deliveries);
-                async move {
-                    let body = String::from_utf8_lossy(job.body()).into_owned();
-                    let mut map = deliveries.lock().unwrap();
-                    map.entry(body).or_default().push(Instant::now());
-                    Ok::<(), std::io::Error>(())
-                }
-            })
-            .await
-            .expect("start a listener");
-    }
-}
 
 /// A push's start, how long it took, and whether it failed with an unknown
 /// outcome (sent to a node found hung: the job may be stored there).
@@ -90,10 +67,6 @@ async fn load(
         pushed.push(done.expect("push task"));
     }
     pushed
-}
-
-fn percentile(sorted: &[Duration], p: usize) -> Duration {
-    sorted[(sorted.len() * p).div_ceil(100).saturating_sub(1)]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

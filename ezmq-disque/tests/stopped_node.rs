@@ -10,15 +10,14 @@
 //! and the slowest push below one command timeout, no delivery gap over
 //! 2 s on any topic.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
 
-use ezmq_disque::{Job, MqClient, MqClientExt};
+use ezmq_disque::MqClient;
 use ezmq_test_support::{eventually, init_tracing, TestCluster};
-use support::affinity_node;
+use support::{affinity_node, listen, percentile, Deliveries};
 use tokio::task::JoinSet;
 
 const SOON: Duration = Duration::from_secs(60);
@@ -29,18 +28,11 @@ const EVERY: Duration = Duration::from_millis(1);
 const FREEZE_AT: usize = 1_000;
 const THAW_AT: usize = 5_000;
 
-/// Every delivery of each body.
-type Deliveries = Arc<Mutex<HashMap<String, Vec<Instant>>>>;
-
 struct Pushed {
     body: String,
     topic: usize,
     took: Duration,
     outcome_unknown: bool,
-}
-
-fn percentile(sorted: &[Duration], p: usize) -> Duration {
-    sorted[(sorted.len() * p).div_ceil(100).saturating_sub(1)]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,25 +60,7 @@ async fn a_stopped_node_holds_back_no_push_and_doubles_no_job() {
     let stopped = (0..3).find(|n| !homes.contains(n)).unwrap_or(homes[0]);
 
     let deliveries: Deliveries = Arc::default();
-    for topic in &topics {
-        let deliveries = Arc::clone(&deliveries);
-        consumer
-            .add_consume_listener(topic, move |job: Job| {
-                let deliveries = Arc::clone(&deliveries);
-                async move {
-                    let body = String::from_utf8_lossy(job.body()).into_owned();
-                    deliveries
-                        .lock()
-                        .unwrap()
-                        .entry(body)
-                        .or_default()
-                        .push(Instant::now());
-                    Ok::<(), std::io::Error>(())
-                }
-            })
-            .await
-            .expect("listener");
-    }
+    listen(&consumer, &topics, &deliveries).await;
 
     let mut tick = tokio::time::interval(EVERY);
     let mut tasks = JoinSet::new();

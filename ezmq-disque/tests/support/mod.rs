@@ -1,10 +1,42 @@
 //! Helpers shared by the cluster test binaries: raw node connections, a
-//! node's queue length, and the node a topic is routed to.
+//! node's queue length, the node a topic is routed to, and recording
+//! deliveries under load.
 
 #![allow(dead_code)]
 
-use ezmq_disque::{DisquePushOptions, MqClient, PushOptions};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ezmq_disque::{DisqueClient, DisquePushOptions, Job, MqClient, MqClientExt, PushOptions};
 use ezmq_test_support::TestCluster;
+
+/// When each body was delivered (every delivery, duplicates included).
+pub(crate) type Deliveries = Arc<Mutex<HashMap<String, Vec<Instant>>>>;
+
+/// A listener per topic recording every delivery.
+pub(crate) async fn listen(client: &DisqueClient, topics: &[String], deliveries: &Deliveries) {
+    for topic in topics {
+        let deliveries = Arc::clone(deliveries);
+        client
+            .add_consume_listener(topic, move |job: Job| {
+                let deliveries = Arc::clone(&deliveries);
+                async move {
+                    let body = String::from_utf8_lossy(job.body()).into_owned();
+                    let mut map = deliveries.lock().unwrap();
+                    map.entry(body).or_default().push(Instant::now());
+                    Ok::<(), std::io::Error>(())
+                }
+            })
+            .await
+            .expect("start a listener");
+    }
+}
+
+/// The `p`th percentile of `sorted`.
+pub(crate) fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    sorted[(sorted.len() * p).div_ceil(100).saturating_sub(1)]
+}
 
 /// A raw connection to the node at `addr`.
 pub(crate) async fn raw(addr: &str) -> redis::aio::MultiplexedConnection {
