@@ -388,7 +388,7 @@ async fn rabbitmq_traces_and_metrics() {
     check(&amqp_url(), "rabbitmq").await;
 }
 
-/// A cron tick and a request-reply call against `url`.
+/// A cron tick, a request-reply call and a broadcast against `url`.
 async fn check_cron_and_request(url: &str, backend: &str) {
     let (observed, _tracing, recorder) = observe();
     let _metrics = metrics::set_default_local_recorder(recorder);
@@ -419,6 +419,31 @@ async fn check_cron_and_request(url: &str, backend: &str) {
         .await
         .expect("reply");
     assert_eq!(&reply.body()[..], b"42");
+
+    // A broadcast: the group's consumer joins the producer's trace.
+    let prices = unique("prices");
+    let (bc_tx, mut broadcasts) = mpsc::unbounded_channel::<()>();
+    client
+        .add_broadcast_consume_listener(&prices, "search", move |_job: Job| {
+            let bc_tx = bc_tx.clone();
+            async move {
+                let _ = bc_tx.send(());
+                Ok::<(), std::io::Error>(())
+            }
+        })
+        .await
+        .expect("broadcast listener");
+    let announce = tracing::info_span!("reprice");
+    {
+        use tracing::Instrument;
+        client
+            .push_broadcast(&prices, "A1".into())
+            .instrument(announce.clone())
+            .await
+            .expect("broadcast");
+    }
+    drop(announce);
+    recv(&mut broadcasts, "the broadcast").await;
     recv(&mut ticks, "a cron tick").await;
     client
         .shutdown(Duration::from_secs(5))
@@ -442,6 +467,23 @@ async fn check_cron_and_request(url: &str, backend: &str) {
     assert_eq!(
         process.span_context.trace_id(),
         request.span_context.trace_id()
+    );
+    let announce = one("reprice".to_owned());
+    let broadcast_send = one(format!("send {prices}"));
+    assert_eq!(broadcast_send.span_kind, SpanKind::Producer);
+    assert_eq!(
+        broadcast_send.span_context.trace_id(),
+        announce.span_context.trace_id(),
+        "the broadcast's send span is in the application's trace"
+    );
+    let broadcast_process = spans
+        .iter()
+        .find(|s| s.name.starts_with("process ") && s.name.contains(prices.as_str()))
+        .unwrap_or_else(|| panic!("no process span for {prices}: {:#?}", span_names(&spans)));
+    assert_eq!(
+        broadcast_process.parent_span_id,
+        broadcast_send.span_context.span_id(),
+        "the broadcast's consumer is a child of the producer's send span"
     );
     let tick = one(format!("cron {cron}"));
     assert_eq!(attr_str(tick, names::SYSTEM), backend);

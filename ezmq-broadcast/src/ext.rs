@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ezmq_core::spi::{GroupMembership, Runtime, Source};
+use ezmq_core::spi::{Capability, GroupMembership, Runtime, Source};
 use ezmq_core::{
     handler_fn, json_handler, BoxError, ConsumeOptions, Handler, Job, ListenerHandle, MqClient,
     PushOptions, Result, Topic,
@@ -370,7 +370,7 @@ async fn push(
     mut options: PushOptions,
 ) -> Result<BroadcastReceipt> {
     let topic: Topic = names::topic(topic)?;
-    let fan_out = runtime.fan_out()?;
+    runtime.require(Capability::FanOut)?;
     if options.ttl.is_none() {
         let retention = runtime
             .extension(BroadcastState::default)
@@ -378,8 +378,7 @@ async fn push(
             .retention;
         options.ttl = Some(retention.saturating_add(options.delay.unwrap_or_default()));
     }
-    runtime.check_push(&body, &options)?;
-    let groups = fan_out.publish_to_groups(&topic, body, &options).await?;
+    let groups = runtime.publish_to_groups(&topic, body, &options).await?;
     debug!(?groups, "broadcast stored");
     Ok(BroadcastReceipt::new(groups))
 }

@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{
-    Backend, Capabilities, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, Peek, QueueStats,
-    ReplyChannel, Source,
+    Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, Peek,
+    QueueStats, ReplyChannel, Source,
 };
 use ezmq_core::{Error, JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
 use redis::{Cmd, RedisError, Value};
@@ -404,8 +404,21 @@ impl Backend for RedisBackend {
         "redis"
     }
 
+    /// Named one by one, never "all": a capability added to core later is
+    /// not claimed before this backend implements it.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::all()
+        [
+            Capability::DelayedDelivery,
+            Capability::LeaseExtension,
+            Capability::QueueStats,
+            Capability::Peek,
+            Capability::ExclusiveClaim,
+            Capability::FanOut,
+            Capability::RequestReply,
+            Capability::IdempotentPush,
+        ]
+        .into_iter()
+        .collect()
     }
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {

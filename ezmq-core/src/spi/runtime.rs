@@ -209,6 +209,29 @@ impl Runtime {
         telemetry::publish(&self.telemetry, &*self.backend, topic, body, options).await
     }
 
+    /// Broadcasts to every consumer group of an already validated topic
+    /// ([`FanOut::publish_to_groups`]) through the same producer path as
+    /// [`Runtime::publish`]: checks, `send` span, trace context, metrics.
+    /// Fails with [`Error::Unsupported`] without [`Capability::FanOut`].
+    pub async fn publish_to_groups(
+        &self,
+        topic: &Topic,
+        body: Bytes,
+        options: &PushOptions,
+    ) -> Result<Option<usize>> {
+        let fan_out = self.fan_out()?;
+        self.check_push(&body, options)?;
+        telemetry::publish_to_groups(
+            &self.telemetry,
+            self.backend.name(),
+            fan_out,
+            topic,
+            body,
+            options,
+        )
+        .await
+    }
+
     /// Starts a listener on `source` (a possibly internal topic, or a
     /// consumer group).
     ///
