@@ -135,7 +135,7 @@ const RESUME_WITHIN: Duration = Duration::from_secs(2);
 /// A listener resumes after the broker restarts
 /// ([`Broker::restart`](crate::Broker::restart); `None`: skip): a message
 /// pushed after the restart (retrying while the broker comes back) reaches
-/// the listener started before it, within [`RESUME_WITHIN`] of the push
+/// the listener started before it, within 2 s of the push
 /// being accepted. When the broker keeps messages
 /// ([`Broker::restart_keeps_messages`](crate::Broker::restart_keeps_messages)),
 /// a message confirmed before the restart is delivered after it too.
