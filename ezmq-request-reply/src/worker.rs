@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ezmq_core::spi::Backend;
+use ezmq_core::spi::{error_chain, panic_message, Backend};
 use ezmq_core::{BoxError, Handler, Job, Permanent};
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
@@ -146,37 +146,17 @@ impl Handler for ReplyHandler {
 async fn run(f: &ReplyFn, request: Request) -> Outcome {
     let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| f(request))) {
         Ok(fut) => fut,
-        Err(panic) => return Outcome::Err(panic_message(panic.as_ref())),
+        Err(panic) => return Outcome::Err(panic_text(panic.as_ref())),
     };
     match AssertUnwindSafe(fut).catch_unwind().await {
         Ok(Ok(body)) => Outcome::Ok(body),
         Ok(Err(err)) => Outcome::Err(error_chain(err.as_ref())),
-        Err(panic) => Outcome::Err(panic_message(panic.as_ref())),
+        Err(panic) => Outcome::Err(panic_text(panic.as_ref())),
     }
 }
 
-/// `error: cause: cause...`
-pub(crate) fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        // Many errors already print their cause; do not repeat it.
-        if !message.ends_with(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> String {
-    let detail = panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("non-string panic payload");
+fn panic_text(panic: &(dyn Any + Send)) -> String {
+    let detail = panic_message(panic);
     warn!(panic = %detail, "reply handler panicked");
     format!("reply handler panicked: {detail}")
 }

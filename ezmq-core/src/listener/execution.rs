@@ -1,7 +1,6 @@
 //! Running one job: handler with lease extensions and panic capture, then
 //! ACK, retry after a backoff, or dead letter.
 
-use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,7 +13,7 @@ use crate::handler::Permanent;
 use crate::hooks::FailedAttempt;
 use crate::job::Job;
 use crate::push_options::PushOptions;
-use crate::spi::{Delivery, DeliveryHandle};
+use crate::spi::{error_chain, panic_message, Delivery, DeliveryHandle};
 use crate::telemetry::Settle;
 
 use super::dead_letter::DeadLetterRecord;
@@ -151,31 +150,6 @@ async fn run_handler(ctx: &Ctx, job: &Job, handle: &DeliveryHandle) -> Outcome {
         () = ctx.control.abort_signal() => Outcome::Aborted,
         () = near_deadline => Outcome::Aborted,
         () = beat => Outcome::Aborted,
-    }
-}
-
-/// `err` and its causes, `: `-separated.
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> &str {
-    if let Some(s) = panic.downcast_ref::<&'static str>() {
-        s
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s
-    } else {
-        "non-string panic payload"
     }
 }
 
