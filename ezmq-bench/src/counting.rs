@@ -4,7 +4,10 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use ezmq_disque::spi::{Backend, Capabilities, Delivery, DeliveryHandle, QueueStats, Source};
+use ezmq_disque::spi::{
+    Backend, Capabilities, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, Peek, QueueStats,
+    ReplyChannel, Source,
+};
 use ezmq_disque::{async_trait, Bytes, DisqueBackend, JobId, PushOptions, Result, Topic};
 
 /// Delegates everything to Disque, counting `receive` calls and the jobs
@@ -41,8 +44,8 @@ impl Backend for Counting {
         self.inner.name()
     }
 
-    fn capabilities(&self) -> Capabilities {
-        self.inner.capabilities()
+    fn abilities(&self) -> Capabilities {
+        self.inner.abilities()
     }
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
@@ -66,5 +69,21 @@ impl Backend for Counting {
 
     fn queue_stats(&self) -> Option<&dyn QueueStats> {
         self.inner.queue_stats()
+    }
+
+    fn peek(&self) -> Option<&dyn Peek> {
+        Backend::peek(&self.inner)
+    }
+
+    fn exclusive_claim(&self) -> Option<&dyn ExclusiveClaim> {
+        self.inner.exclusive_claim()
+    }
+
+    fn fan_out(&self) -> Option<&dyn FanOut> {
+        self.inner.fan_out()
+    }
+
+    fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
+        self.inner.reply_channel()
     }
 }

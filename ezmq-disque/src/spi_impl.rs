@@ -16,17 +16,12 @@ use crate::delivery::DisqueDelivery;
 use crate::fan_out::group_queue;
 use crate::push_options::DisquePushOptions;
 
-/// Everything: Disque has delays, leases (`WORKING`), `QLEN`/`QPEEK`,
-/// `MAXLEN 1` claims, and the fan-out and reply inboxes ezmq builds from
-/// queues.
-const CAPABILITIES: Capabilities = Capabilities::none()
+/// Delays and leases (`WORKING`); the accessors below hand out
+/// `QLEN`/`QPEEK`, `MAXLEN 1` claims, and the fan-out and reply inboxes
+/// ezmq builds from queues. No idempotent push: job ids are the node's.
+const ABILITIES: Capabilities = Capabilities::none()
     .with(Capability::DelayedDelivery)
-    .with(Capability::LeaseExtension)
-    .with(Capability::QueueStats)
-    .with(Capability::Peek)
-    .with(Capability::ExclusiveClaim)
-    .with(Capability::FanOut)
-    .with(Capability::RequestReply);
+    .with(Capability::LeaseExtension);
 
 #[async_trait]
 impl Backend for DisqueBackend {
@@ -34,8 +29,8 @@ impl Backend for DisqueBackend {
         "disque"
     }
 
-    fn capabilities(&self) -> Capabilities {
-        CAPABILITIES
+    fn abilities(&self) -> Capabilities {
+        ABILITIES
     }
 
     /// `ADDJOB` (see [`DisqueBackend`]); headers and a producer-chosen

@@ -107,14 +107,11 @@ impl RabbitBackend {
     }
 }
 
-/// The capabilities RabbitMQ offers through this backend.
-pub(crate) fn capabilities() -> Capabilities {
-    Capabilities::none()
-        .with(Capability::DelayedDelivery)
-        .with(Capability::QueueStats)
-        .with(Capability::ExclusiveClaim)
-        .with(Capability::FanOut)
-        .with(Capability::RequestReply)
+/// The abilities without an accessor RabbitMQ offers through this
+/// backend: delays (the delay levels). No lease extension, no idempotent
+/// publish.
+pub(crate) fn abilities() -> Capabilities {
+    Capabilities::none().with(Capability::DelayedDelivery)
 }
 
 #[async_trait]
@@ -123,8 +120,8 @@ impl Backend for RabbitBackend {
         crate::BACKEND_NAME
     }
 
-    fn capabilities(&self) -> Capabilities {
-        capabilities()
+    fn abilities(&self) -> Capabilities {
+        abilities()
     }
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {

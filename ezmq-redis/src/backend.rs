@@ -406,19 +406,11 @@ impl Backend for RedisBackend {
 
     /// Named one by one, never "all": a capability added to core later is
     /// not claimed before this backend implements it.
-    fn capabilities(&self) -> Capabilities {
-        [
-            Capability::DelayedDelivery,
-            Capability::LeaseExtension,
-            Capability::QueueStats,
-            Capability::Peek,
-            Capability::ExclusiveClaim,
-            Capability::FanOut,
-            Capability::RequestReply,
-            Capability::IdempotentPush,
-        ]
-        .into_iter()
-        .collect()
+    fn abilities(&self) -> Capabilities {
+        Capabilities::none()
+            .with(Capability::DelayedDelivery)
+            .with(Capability::LeaseExtension)
+            .with(Capability::IdempotentPush)
     }
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {

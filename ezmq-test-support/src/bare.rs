@@ -28,7 +28,7 @@ impl Backend for BareBackend {
         "bare"
     }
 
-    fn capabilities(&self) -> Capabilities {
+    fn abilities(&self) -> Capabilities {
         Capabilities::none()
     }
 

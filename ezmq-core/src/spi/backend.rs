@@ -11,7 +11,7 @@ use crate::job::JobId;
 use crate::push_options::PushOptions;
 use crate::topic::Topic;
 
-use super::capability::Capabilities;
+use super::capability::{Capabilities, Capability};
 use super::claim::ExclusiveClaim;
 use super::delivery::{Delivery, DeliveryHandle};
 use super::fan_out::FanOut;
@@ -23,15 +23,49 @@ use super::stats::{Peek, QueueStats};
 ///
 /// Implementations are shared (`Arc`) between every task of a client and
 /// must be safe to call concurrently. Optional abilities are handed out by
-/// the accessors at the bottom (each `None` by default) and reported by
-/// [`Backend::capabilities`].
+/// the accessors at the bottom (each `None` by default); those without an
+/// accessor are reported by [`Backend::abilities`]. [`Backend::capabilities`]
+/// is derived from both, so what a backend reports is what it hands out.
 #[async_trait]
 pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// The broker's name in errors and spans: `disque`, `redis`, `rabbitmq`.
     fn name(&self) -> &'static str;
 
-    /// What this backend can do beyond the core calls.
-    fn capabilities(&self) -> Capabilities;
+    /// The abilities no accessor hands out that this backend has:
+    /// [`Capability::DelayedDelivery`], [`Capability::LeaseExtension`],
+    /// [`Capability::IdempotentPush`]. Any other capability in the set is
+    /// ignored: [`Backend::capabilities`] takes those from the accessors.
+    fn abilities(&self) -> Capabilities;
+
+    /// What this backend can do beyond the core calls:
+    /// [`Backend::abilities`] plus every capability whose accessor returns
+    /// `Some` ([`Backend::queue_stats`], [`Backend::peek`],
+    /// [`Backend::exclusive_claim`], [`Backend::fan_out`],
+    /// [`Backend::reply_channel`]). Backends do not override it; a wrapper
+    /// forwards the accessors and [`Backend::abilities`] instead.
+    fn capabilities(&self) -> Capabilities {
+        let own = self.abilities();
+        let mut caps = [
+            Capability::DelayedDelivery,
+            Capability::LeaseExtension,
+            Capability::IdempotentPush,
+        ]
+        .into_iter()
+        .filter(|c| own.has(*c))
+        .collect::<Capabilities>();
+        for (capability, present) in [
+            (Capability::QueueStats, self.queue_stats().is_some()),
+            (Capability::Peek, self.peek().is_some()),
+            (Capability::ExclusiveClaim, self.exclusive_claim().is_some()),
+            (Capability::FanOut, self.fan_out().is_some()),
+            (Capability::RequestReply, self.reply_channel().is_some()),
+        ] {
+            if present {
+                caps = caps.with(capability);
+            }
+        }
+        caps
+    }
 
     /// Stores a message; returns once the broker confirmed it (as the
     /// backend's durability settings say), with its id. Only called with
