@@ -7,67 +7,15 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use ezmq_disque::{DisqueClient, MqClient};
+use ezmq_disque::MqClient;
 use ezmq_test_support::{eventually, init_tracing, TestCluster};
-use support::{affinity_node, listen, percentile, Deliveries};
-use tokio::task::JoinSet;
+use support::{affinity_node, listen, load, percentile, Deliveries, Pushed};
 
 /// Generous bound for anything that should happen "soon".
 const SOON: Duration = Duration::from_secs(30);
 
 /// Topics spread over the three nodes by the client's routing.
 const TOPICS: usize = 6;
-
-/// A push's start, how long it took, and whether it failed with an unknown
-/// outcome (sent to a node found hung: the job may be stored there).
-struct Pushed {
-    body: String,
-    topic: usize,
-    started: Instant,
-    took: Duration,
-    unknown: bool,
-}
-
-/// Pushes `count` jobs, one every `every`, round robin over `topics`, each
-/// in its own task (a slow push does not hold back the next); calls
-/// `at(i)` before push `i` is started.
-async fn load(
-    client: &DisqueClient,
-    topics: &[String],
-    count: usize,
-    every: Duration,
-    mut at: impl FnMut(usize),
-) -> Vec<Pushed> {
-    let mut tick = tokio::time::interval(every);
-    let mut tasks = JoinSet::new();
-    for i in 0..count {
-        tick.tick().await;
-        at(i);
-        let client = client.clone();
-        let topic = topics[i % topics.len()].clone();
-        tasks.spawn(async move {
-            let body = format!("job-{i}");
-            let started = Instant::now();
-            let unknown = match client.push(&topic, body.clone().into()).await {
-                Ok(_) => false,
-                Err(e) if e.is_outcome_unknown() => true,
-                Err(e) => panic!("push {i} failed: {e:#}"),
-            };
-            Pushed {
-                body,
-                topic: i % TOPICS,
-                started,
-                took: started.elapsed(),
-                unknown,
-            }
-        });
-    }
-    let mut pushed = Vec::with_capacity(count);
-    while let Some(done) = tasks.join_next().await {
-        pushed.push(done.expect("push task"));
-    }
-    pushed
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_node_is_routed_around_under_load() {
@@ -149,7 +97,7 @@ async fn a_hung_node_is_routed_around_under_load() {
     // node; the hung node drops its copies when it resumes and finds their
     // client gone. None fails, and at most a few are delivered twice.
     let window = Duration::from_millis(1500);
-    let unknown: Vec<&Pushed> = pushed.iter().filter(|p| p.unknown).collect();
+    let unknown: Vec<&Pushed> = pushed.iter().filter(|p| p.outcome_unknown).collect();
     assert!(
         unknown.is_empty(),
         "{} pushes failed with an unknown outcome",

@@ -17,8 +17,7 @@ mod support;
 
 use ezmq_disque::MqClient;
 use ezmq_test_support::{eventually, init_tracing, TestCluster};
-use support::{affinity_node, listen, percentile, Deliveries};
-use tokio::task::JoinSet;
+use support::{affinity_node, listen, load, percentile, Deliveries};
 
 const SOON: Duration = Duration::from_secs(60);
 const TOPICS: usize = 6;
@@ -27,13 +26,6 @@ const PUSHES: usize = 6_000;
 const EVERY: Duration = Duration::from_millis(1);
 const FREEZE_AT: usize = 1_000;
 const THAW_AT: usize = 5_000;
-
-struct Pushed {
-    body: String,
-    topic: usize,
-    took: Duration,
-    outcome_unknown: bool,
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_node_holds_back_no_push_and_doubles_no_job() {
@@ -62,38 +54,16 @@ async fn a_stopped_node_holds_back_no_push_and_doubles_no_job() {
     let deliveries: Deliveries = Arc::default();
     listen(&consumer, &topics, &deliveries).await;
 
-    let mut tick = tokio::time::interval(EVERY);
-    let mut tasks = JoinSet::new();
-    for i in 0..PUSHES {
-        tick.tick().await;
+    let pushed = load(&producer, &topics, PUSHES, EVERY, |i| {
         if i == FREEZE_AT {
             cluster.freeze(stopped);
         } else if i == THAW_AT {
             cluster.thaw(stopped);
         }
-        let client = producer.clone();
-        let topic = topics[i % TOPICS].clone();
-        tasks.spawn(async move {
-            let body = format!("job-{i}");
-            let started = Instant::now();
-            let outcome_unknown = match client.push(&topic, body.clone().into()).await {
-                Ok(_) => false,
-                Err(e) if e.is_outcome_unknown() => true,
-                Err(e) => panic!("push {i} failed: {e:#}"),
-            };
-            Pushed {
-                body,
-                topic: i % TOPICS,
-                took: started.elapsed(),
-                outcome_unknown,
-            }
-        });
-    }
-    let pushing_ended = Instant::now();
-    let mut pushed = Vec::with_capacity(PUSHES);
-    while let Some(done) = tasks.join_next().await {
-        pushed.push(done.expect("push task"));
-    }
+    })
+    .await;
+    // The last push started as the pushing ended.
+    let pushing_ended = pushed.iter().map(|p| p.started).max().expect("pushes");
 
     let arrived = eventually(SOON, || {
         let deliveries = Arc::clone(&deliveries);

@@ -1,6 +1,6 @@
 //! Helpers shared by the cluster test binaries: raw node connections, a
-//! node's queue length, the node a topic is routed to, and recording
-//! deliveries under load.
+//! node's queue length, the node a topic is routed to, pushing and
+//! recording deliveries under load.
 
 #![allow(dead_code)]
 
@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use ezmq_disque::{DisqueClient, DisquePushOptions, Job, MqClient, MqClientExt, PushOptions};
 use ezmq_test_support::TestCluster;
+use tokio::task::JoinSet;
 
 /// When each body was delivered (every delivery, duplicates included).
 pub(crate) type Deliveries = Arc<Mutex<HashMap<String, Vec<Instant>>>>;
@@ -31,6 +32,60 @@ pub(crate) async fn listen(client: &DisqueClient, topics: &[String], deliveries:
             .await
             .expect("start a listener");
     }
+}
+
+/// A push's body, topic (index into the topics), start, how long it
+/// took, and whether it failed with an unknown outcome (sent to a node
+/// found hung or stopped: the job may be stored there).
+pub(crate) struct Pushed {
+    pub(crate) body: String,
+    pub(crate) topic: usize,
+    pub(crate) started: Instant,
+    pub(crate) took: Duration,
+    pub(crate) outcome_unknown: bool,
+}
+
+/// Pushes `count` jobs (`job-<i>`), one every `every`, round robin over
+/// `topics`, each in its own task (a slow push does not hold back the
+/// next); calls `at(i)` before push `i` is started. Panics on a push
+/// failing for any other reason than an unknown outcome.
+pub(crate) async fn load(
+    client: &DisqueClient,
+    topics: &[String],
+    count: usize,
+    every: Duration,
+    mut at: impl FnMut(usize),
+) -> Vec<Pushed> {
+    let mut tick = tokio::time::interval(every);
+    let mut tasks = JoinSet::new();
+    for i in 0..count {
+        tick.tick().await;
+        at(i);
+        let client = client.clone();
+        let topic = i % topics.len();
+        let name = topics[topic].clone();
+        tasks.spawn(async move {
+            let body = format!("job-{i}");
+            let started = Instant::now();
+            let outcome_unknown = match client.push(&name, body.clone().into()).await {
+                Ok(_) => false,
+                Err(e) if e.is_outcome_unknown() => true,
+                Err(e) => panic!("push {i} failed: {e:#}"),
+            };
+            Pushed {
+                body,
+                topic,
+                started,
+                took: started.elapsed(),
+                outcome_unknown,
+            }
+        });
+    }
+    let mut pushed = Vec::with_capacity(count);
+    while let Some(done) = tasks.join_next().await {
+        pushed.push(done.expect("push task"));
+    }
+    pushed
 }
 
 /// The `p`th percentile of `sorted`.
