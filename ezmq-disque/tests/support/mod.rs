@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ezmq_disque::{DisqueClient, DisquePushOptions, Job, MqClient, MqClientExt, PushOptions};
-use ezmq_test_support::TestCluster;
+use ezmq_test_support::{eventually, init_tracing, TestCluster};
 use tokio::task::JoinSet;
 
 /// When each body was delivered (every delivery, duplicates included).
@@ -32,6 +32,114 @@ pub(crate) async fn listen(client: &DisqueClient, topics: &[String], deliveries:
             .await
             .expect("start a listener");
     }
+}
+
+/// A three-node cluster ready for a load test: a producer and a consumer,
+/// topics spread over the nodes, each topic's affinity node, and a
+/// listener per topic recording every delivery.
+pub(crate) struct UnderLoad {
+    pub(crate) cluster: TestCluster,
+    /// The clients' command timeout.
+    pub(crate) command_timeout: Duration,
+    pub(crate) producer: DisqueClient,
+    pub(crate) consumer: DisqueClient,
+    pub(crate) topics: Vec<String>,
+    /// `homes[t]`: the index of topic `t`'s affinity node.
+    pub(crate) homes: Vec<usize>,
+    pub(crate) deliveries: Deliveries,
+}
+
+/// Starts [`UnderLoad`]: clients with `retry` as the jobs' default RETRY,
+/// `topics` topics named `<name>-<i>`.
+pub(crate) async fn under_load(name: &str, topics: usize, retry: Duration) -> UnderLoad {
+    init_tracing();
+    let cluster = TestCluster::start(3).await;
+    let config = cluster.config().with_default_retry(retry);
+    let command_timeout = config.command_timeout;
+    let producer = ezmq_disque::connect(config.clone()).await.expect("connect");
+    let consumer = ezmq_disque::connect(config).await.expect("connect");
+    let topics: Vec<String> = (0..topics)
+        .map(|i| cluster.unique_topic(&format!("{name}-{i}")))
+        .collect();
+    let mut homes = Vec::new();
+    for topic in &topics {
+        homes.push(affinity_node(&cluster, &producer, topic).await);
+    }
+    let deliveries: Deliveries = Arc::default();
+    listen(&consumer, &topics, &deliveries).await;
+    UnderLoad {
+        cluster,
+        command_timeout,
+        producer,
+        consumer,
+        topics,
+        homes,
+        deliveries,
+    }
+}
+
+impl UnderLoad {
+    /// Shuts the clients and the cluster down.
+    pub(crate) async fn shutdown(self) {
+        self.producer
+            .shutdown(Duration::from_secs(1))
+            .await
+            .unwrap();
+        self.consumer
+            .shutdown(Duration::from_secs(1))
+            .await
+            .unwrap();
+        self.cluster.shutdown().await;
+    }
+}
+
+/// What [`wait_for_deliveries`] saw.
+pub(crate) struct Delivered {
+    /// Every expected job arrived in time.
+    pub(crate) all: bool,
+    /// The deliveries, once waiting ended.
+    pub(crate) map: HashMap<String, Vec<Instant>>,
+    /// The bodies of expected jobs not delivered.
+    pub(crate) missing: Vec<String>,
+}
+
+/// Waits up to `within` until every push `expected(p)` holds for was
+/// delivered.
+pub(crate) async fn wait_for_deliveries(
+    deliveries: &Deliveries,
+    pushed: &[Pushed],
+    within: Duration,
+    expected: impl Fn(&Pushed) -> bool,
+) -> Delivered {
+    let expected = &expected;
+    let all = eventually(within, || {
+        let deliveries = Arc::clone(deliveries);
+        async move {
+            let map = deliveries.lock().unwrap();
+            pushed
+                .iter()
+                .all(|p| !expected(p) || map.contains_key(&p.body))
+        }
+    })
+    .await;
+    let map = deliveries.lock().unwrap().clone();
+    let missing = pushed
+        .iter()
+        .filter(|p| expected(p) && !map.contains_key(&p.body))
+        .map(|p| p.body.clone())
+        .collect();
+    Delivered { all, map, missing }
+}
+
+/// The p50, p99 and slowest of the pushes' latencies.
+pub(crate) fn latencies(pushed: &[Pushed]) -> (Duration, Duration, Duration) {
+    let mut took: Vec<Duration> = pushed.iter().map(|p| p.took).collect();
+    took.sort();
+    (
+        percentile(&took, 50),
+        percentile(&took, 99),
+        took[took.len() - 1],
+    )
 }
 
 /// A push's body, topic (index into the topics), start, how long it
