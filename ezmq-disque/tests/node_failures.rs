@@ -2,15 +2,13 @@
 //! load, on an embedded three-node cluster: the client detects it once,
 //! routes around it, and neither pushes nor deliveries stall.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
 
-use ezmq_disque::{DisqueClient, MqClient};
-use ezmq_test_support::{eventually, init_tracing, TestCluster};
-use support::{affinity_node, listen, percentile, Deliveries};
-use tokio::task::JoinSet;
+use ezmq_disque::MqClient;
+use ezmq_test_support::{init_tracing, TestCluster};
+use support::{affinity_node, latencies, load, under_load, wait_for_deliveries, Delivered, Pushed};
 
 /// Generous bound for anything that should happen "soon".
 const SOON: Duration = Duration::from_secs(30);
@@ -18,84 +16,20 @@ const SOON: Duration = Duration::from_secs(30);
 /// Topics spread over the three nodes by the client's routing.
 const TOPICS: usize = 6;
 
-/// A push's start, how long it took, and whether it failed with an unknown
-/// outcome (sent to a node found hung: the job may be stored there).
-struct Pushed {
-    body: String,
-    topic: usize,
-    started: Instant,
-    took: Duration,
-    unknown: bool,
-}
-
-/// Pushes `count` jobs, one every `every`, round robin over `topics`, each
-/// in its own task (a slow push does not hold back the next); calls
-/// `at(i)` before push `i` is started.
-async fn load(
-    client: &DisqueClient,
-    topics: &[String],
-    count: usize,
-    every: Duration,
-    mut at: impl FnMut(usize),
-) -> Vec<Pushed> {
-    let mut tick = tokio::time::interval(every);
-    let mut tasks = JoinSet::new();
-    for i in 0..count {
-        tick.tick().await;
-        at(i);
-        let client = client.clone();
-        let topic = topics[i % topics.len()].clone();
-        tasks.spawn(async move {
-            let body = format!("job-{i}");
-            let started = Instant::now();
-            let unknown = match client.push(&topic, body.clone().into()).await {
-                Ok(_) => false,
-                Err(e) if e.is_outcome_unknown() => true,
-                Err(e) => panic!("push {i} failed: {e:#}"),
-            };
-            Pushed {
-                body,
-                topic: i % TOPICS,
-                started,
-                took: started.elapsed(),
-                unknown,
-            }
-        });
-    }
-    let mut pushed = Vec::with_capacity(count);
-    while let Some(done) = tasks.join_next().await {
-        pushed.push(done.expect("push task"));
-    }
-    pushed
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_node_is_routed_around_under_load() {
-    init_tracing();
-    let cluster = TestCluster::start(3).await;
     // Jobs handed out by the hung node just before it stopped never reach
     // the listener: with a short RETRY they come again soon after.
-    let config = cluster.config().with_default_retry(Duration::from_secs(2));
-    let command_timeout = config.command_timeout;
-    let producer = ezmq_disque::connect(config.clone()).await.expect("connect");
-    let consumer = ezmq_disque::connect(config).await.expect("connect");
-    let topics: Vec<String> = (0..TOPICS)
-        .map(|i| cluster.unique_topic(&format!("hang-{i}")))
-        .collect();
-    let mut homes = Vec::new();
-    for topic in &topics {
-        homes.push(affinity_node(&cluster, &producer, topic).await);
-    }
+    let run = under_load("hang", TOPICS, Duration::from_secs(2)).await;
+    let (cluster, homes, deliveries) = (&run.cluster, &run.homes, &run.deliveries);
     let hung = homes[0];
-    let deliveries: Deliveries = Arc::default();
-    listen(&consumer, &topics, &deliveries).await;
 
     // 250 pushes/s for 6 s; node `hung` stops answering from 1.5 s to 4.5 s.
     const PUSHES: usize = 1500;
     let every = Duration::from_millis(4);
     let (hang_at, resume_at) = (375, 1125);
     let mut hung_since = None;
-    let pushed = load(&producer, &topics, PUSHES, every, |i| {
+    let pushed = load(&run.producer, &run.topics, PUSHES, every, |i| {
         if i == hang_at {
             cluster.cluster().hang(hung);
             hung_since = Some(Instant::now());
@@ -107,49 +41,27 @@ async fn a_hung_node_is_routed_around_under_load() {
     let hung_since = hung_since.expect("the node was hung");
 
     // Every job arrives, those stranded on the hung node after it resumed.
-    let all_arrived = eventually(SOON, || {
-        let deliveries = Arc::clone(&deliveries);
-        let pushed = &pushed;
-        async move {
-            let map = deliveries.lock().unwrap();
-            pushed.iter().all(|p| map.contains_key(&p.body))
-        }
-    })
-    .await;
-    let map = deliveries.lock().unwrap().clone();
-    let missing: Vec<&str> = pushed
-        .iter()
-        .filter(|p| !map.contains_key(&p.body))
-        .map(|p| p.body.as_str())
-        .collect();
-    assert!(
-        all_arrived,
-        "{} jobs never delivered: {missing:?}",
-        missing.len()
-    );
+    let Delivered { all, map, missing } =
+        wait_for_deliveries(deliveries, &pushed, SOON, |_| true).await;
+    assert!(all, "{} jobs never delivered: {missing:?}", missing.len());
 
-    let mut took: Vec<Duration> = pushed.iter().map(|p| p.took).collect();
-    took.sort();
-    let (p50, p99, max) = (
-        percentile(&took, 50),
-        percentile(&took, 99),
-        took[took.len() - 1],
-    );
+    let (p50, p99, max) = latencies(&pushed);
     println!("push latency with a node hung: p50 {p50:?}, p99 {p99:?}, max {max:?}");
     assert!(
         p99 < Duration::from_secs(1),
         "push p99 {p99:?} (max {max:?})"
     );
     assert!(
-        max < command_timeout,
-        "slowest push {max:?}, command timeout {command_timeout:?}"
+        max < run.command_timeout,
+        "slowest push {max:?}, command timeout {:?}",
+        run.command_timeout
     );
 
     // Pushes sent to the hung node before it was found hung go to another
     // node; the hung node drops its copies when it resumes and finds their
     // client gone. None fails, and at most a few are delivered twice.
     let window = Duration::from_millis(1500);
-    let unknown: Vec<&Pushed> = pushed.iter().filter(|p| p.unknown).collect();
+    let unknown: Vec<&Pushed> = pushed.iter().filter(|p| p.outcome_unknown).collect();
     assert!(
         unknown.is_empty(),
         "{} pushes failed with an unknown outcome",
@@ -200,9 +112,7 @@ async fn a_hung_node_is_routed_around_under_load() {
         );
     }
 
-    producer.shutdown(Duration::from_secs(1)).await.unwrap();
-    consumer.shutdown(Duration::from_secs(1)).await.unwrap();
-    cluster.shutdown().await;
+    run.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,9 +128,7 @@ async fn pushes_stay_fast_once_a_dead_node_is_known() {
     // The first pushes find it dead; from one second on, none should try it.
     let _ = load(&client, &topics, 50, Duration::from_millis(20), |_| {}).await;
     let pushed = load(&client, &topics, 600, Duration::from_millis(2), |_| {}).await;
-    let mut took: Vec<Duration> = pushed.iter().map(|p| p.took).collect();
-    took.sort();
-    let (p50, p99) = (percentile(&took, 50), percentile(&took, 99));
+    let (p50, p99, _) = latencies(&pushed);
     println!("push latency after a node died: p50 {p50:?}, p99 {p99:?}");
     // The goal is 5 ms on a quiet machine; the bound is generous for
     // a loaded CI box, and far below a retry of the dead node (a failover

@@ -2,49 +2,17 @@
 //! (`Display`, `{:#}`, `Debug`), nor the `Debug` of the config and client,
 //! whether it is right or wrong.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ezmq_disque::{DisqueConfig, MqClient};
 use ezmq_disque_server::{EmbeddedDisque, ServerConfig};
-use ezmq_test_support::unique_topic;
-use tracing_subscriber::fmt::MakeWriter;
+use ezmq_test_support::{unique_topic, LogCapture};
 
 const SECRET: &str = "s3cr3t-Disque-pw";
 const WRONG: &str = "wr0ng-Disque-pw";
 
-/// Every formatted log event, in one buffer.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 fn assert_hidden(what: &str, text: &str) {
-    for secret in [SECRET, WRONG] {
-        assert!(!text.contains(secret), "{what} shows a password: {text}");
-    }
+    ezmq_test_support::assert_hidden(what, text, &[SECRET, WRONG]);
 }
 
 fn all_forms(err: &ezmq_disque::Error) -> String {
@@ -55,13 +23,8 @@ fn all_forms(err: &ezmq_disque::Error) -> String {
 // subscriber is the default.
 #[tokio::test(flavor = "current_thread")]
 async fn passwords_never_appear_in_logs_errors_or_debug_output() {
-    let logs = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(logs.clone())
-        .with_ansi(false)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let logs = LogCapture::new();
+    let _default = logs.set_default();
 
     let server = EmbeddedDisque::start(
         ServerConfig::default()

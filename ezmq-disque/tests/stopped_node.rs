@@ -10,15 +10,11 @@
 //! and the slowest push below one command timeout, no delivery gap over
 //! 2 s on any topic.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
 
-use ezmq_disque::MqClient;
-use ezmq_test_support::{eventually, init_tracing, TestCluster};
-use support::{affinity_node, listen, percentile, Deliveries};
-use tokio::task::JoinSet;
+use support::{latencies, load, under_load, wait_for_deliveries, Delivered};
 
 const SOON: Duration = Duration::from_secs(60);
 const TOPICS: usize = 6;
@@ -28,104 +24,40 @@ const EVERY: Duration = Duration::from_millis(1);
 const FREEZE_AT: usize = 1_000;
 const THAW_AT: usize = 5_000;
 
-struct Pushed {
-    body: String,
-    topic: usize,
-    took: Duration,
-    outcome_unknown: bool,
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_node_holds_back_no_push_and_doubles_no_job() {
-    init_tracing();
-    let cluster = TestCluster::start(3).await;
     // RETRY longer than the stop: the stopped node holds copies of jobs
     // pushed meanwhile (a replica it was asked to be) and learns of their
     // ACKs only when it goes on; a shorter RETRY would requeue some first.
     // Jobs it had handed out just before it stopped come back after it.
-    let config = cluster.config().with_default_retry(Duration::from_secs(8));
-    let command_timeout = config.command_timeout;
-    let producer = ezmq_disque::connect(config.clone()).await.expect("connect");
-    let consumer = ezmq_disque::connect(config).await.expect("connect");
-    let topics: Vec<String> = (0..TOPICS)
-        .map(|i| cluster.unique_topic(&format!("stopped-{i}")))
-        .collect();
-    let mut homes = Vec::new();
-    for topic in &topics {
-        homes.push(affinity_node(&cluster, &producer, topic).await);
-    }
+    let run = under_load("stopped", TOPICS, Duration::from_secs(8)).await;
+    let (cluster, homes, deliveries) = (&run.cluster, &run.homes, &run.deliveries);
     // Stop a node that is home to no topic when possible, so every push
     // goes to a healthy node and meets the slow replication; else the
     // first topic's home.
     let stopped = (0..3).find(|n| !homes.contains(n)).unwrap_or(homes[0]);
 
-    let deliveries: Deliveries = Arc::default();
-    listen(&consumer, &topics, &deliveries).await;
-
-    let mut tick = tokio::time::interval(EVERY);
-    let mut tasks = JoinSet::new();
-    for i in 0..PUSHES {
-        tick.tick().await;
+    let pushed = load(&run.producer, &run.topics, PUSHES, EVERY, |i| {
         if i == FREEZE_AT {
             cluster.freeze(stopped);
         } else if i == THAW_AT {
             cluster.thaw(stopped);
         }
-        let client = producer.clone();
-        let topic = topics[i % TOPICS].clone();
-        tasks.spawn(async move {
-            let body = format!("job-{i}");
-            let started = Instant::now();
-            let outcome_unknown = match client.push(&topic, body.clone().into()).await {
-                Ok(_) => false,
-                Err(e) if e.is_outcome_unknown() => true,
-                Err(e) => panic!("push {i} failed: {e:#}"),
-            };
-            Pushed {
-                body,
-                topic: i % TOPICS,
-                took: started.elapsed(),
-                outcome_unknown,
-            }
-        });
-    }
-    let pushing_ended = Instant::now();
-    let mut pushed = Vec::with_capacity(PUSHES);
-    while let Some(done) = tasks.join_next().await {
-        pushed.push(done.expect("push task"));
-    }
-
-    let arrived = eventually(SOON, || {
-        let deliveries = Arc::clone(&deliveries);
-        let pushed = &pushed;
-        async move {
-            let map = deliveries.lock().unwrap();
-            pushed
-                .iter()
-                .all(|p| p.outcome_unknown || map.contains_key(&p.body))
-        }
     })
     .await;
-    let map = deliveries.lock().unwrap().clone();
-    let missing: Vec<&str> = pushed
-        .iter()
-        .filter(|p| !p.outcome_unknown && !map.contains_key(&p.body))
-        .map(|p| p.body.as_str())
-        .collect();
-    assert!(arrived, "{} jobs lost: {missing:?}", missing.len());
+    // The last push started as the pushing ended.
+    let pushing_ended = pushed.iter().map(|p| p.started).max().expect("pushes");
+
+    let Delivered { all, map, missing } =
+        wait_for_deliveries(deliveries, &pushed, SOON, |p| !p.outcome_unknown).await;
+    assert!(all, "{} jobs lost: {missing:?}", missing.len());
 
     let unknown = pushed.iter().filter(|p| p.outcome_unknown).count();
     let twice = pushed
         .iter()
         .filter(|p| map.get(&p.body).is_some_and(|at| at.len() > 1))
         .count();
-    let mut took: Vec<Duration> = pushed.iter().map(|p| p.took).collect();
-    took.sort();
-    let (p50, p99, max) = (
-        percentile(&took, 50),
-        percentile(&took, 99),
-        took[took.len() - 1],
-    );
+    let (p50, p99, max) = latencies(&pushed);
     // Per topic, the longest pause in deliveries while jobs were being
     // pushed (a job the stopped node had handed out just before it stopped
     // comes back after RETRY, later on).
@@ -150,12 +82,11 @@ async fn a_stopped_node_holds_back_no_push_and_doubles_no_job() {
     assert!(twice <= PUSHES / 100, "{twice} jobs delivered twice");
     assert!(p99 < Duration::from_secs(1), "push p99 {p99:?}");
     assert!(
-        max < command_timeout,
-        "slowest push {max:?}, command timeout {command_timeout:?}"
+        max < run.command_timeout,
+        "slowest push {max:?}, command timeout {:?}",
+        run.command_timeout
     );
     assert!(gap < Duration::from_secs(2), "deliveries paused {gap:?}");
 
-    producer.shutdown(Duration::from_secs(1)).await.unwrap();
-    consumer.shutdown(Duration::from_secs(1)).await.unwrap();
-    cluster.shutdown().await;
+    run.shutdown().await;
 }

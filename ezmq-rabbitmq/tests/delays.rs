@@ -5,13 +5,9 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ezmq_core::spi::{Backend, Source};
-use ezmq_core::{PushOptions, Topic};
-use ezmq_rabbitmq::RabbitBackend;
-
-fn src(topic: &str) -> Source {
-    Source::Topic(Topic::new(topic).unwrap())
-}
+use ezmq_core::spi::Backend;
+use ezmq_core::PushOptions;
+use support::{src, OwnLevels};
 
 /// `push_delay(500 ms)` at a high rate: none arrives before its delay
 /// (each level may end a hop up to 1 ms early; 500 ms passes six).
@@ -20,16 +16,12 @@ async fn delays_at_a_high_rate_are_never_early() {
     let Some(config) = support::config().await else {
         return;
     };
-    let prefix = support::prefix();
-    let backend = RabbitBackend::connect(config.with_queue_prefix(prefix.clone()))
-        .await
-        .unwrap();
-    let topic = support::topic("never-early");
-    let t = Topic::new(&topic).unwrap();
+    let own = OwnLevels::connect(config, "never-early").await;
+    let (backend, topic, t) = (&own.backend, &own.topic, &own.t);
     let delay = Duration::from_millis(500);
     // Declares the levels before the timed pushes.
     backend
-        .publish(&t, "warm-up".into(), &PushOptions::new().with_delay(delay))
+        .publish(t, "warm-up".into(), &PushOptions::new().with_delay(delay))
         .await
         .unwrap();
     // 500 pushes a second (as a producer would), not a burst: a backlog
@@ -50,7 +42,7 @@ async fn delays_at_a_high_rate_are_never_early() {
     });
     let receiving = {
         let backend = backend.clone();
-        let source = src(&topic);
+        let source = src(topic);
         tokio::spawn(async move {
             let mut arrived = std::collections::HashMap::new();
             let end = Instant::now() + Duration::from_secs(60);
@@ -91,8 +83,7 @@ async fn delays_at_a_high_rate_are_never_early() {
         lateness.get(lateness.len() / 2),
         lateness.last()
     );
-    backend.close().await.unwrap();
-    support::cleanup_prefixed(&prefix, &[topic]).await;
+    own.close().await;
     assert!(early.is_empty(), "{} delays ended early", early.len());
 }
 
@@ -104,12 +95,8 @@ async fn concurrent_first_delayed_pushes_share_one_declaration() {
     let Some(config) = support::config().await else {
         return;
     };
-    let prefix = support::prefix();
-    let backend = RabbitBackend::connect(config.with_queue_prefix(prefix.clone()))
-        .await
-        .unwrap();
-    let topic = support::topic("first-delayed");
-    let t = Topic::new(&topic).unwrap();
+    let own = OwnLevels::connect(config, "first-delayed").await;
+    let (backend, t) = (&own.backend, &own.t);
     let started = Instant::now();
     let pushes = (0..200u32).map(|i| {
         let (backend, t) = (backend.clone(), t.clone());
@@ -130,7 +117,6 @@ async fn concurrent_first_delayed_pushes_share_one_declaration() {
         took[took.len() / 2],
         took[took.len() * 99 / 100]
     );
-    backend.close().await.unwrap();
-    support::cleanup_prefixed(&prefix, &[topic]).await;
+    own.close().await;
     assert!(all < Duration::from_secs(2), "took {all:?}");
 }

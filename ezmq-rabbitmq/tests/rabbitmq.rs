@@ -11,13 +11,10 @@ use ezmq_core::{
     ConsumeOptions, DeadLetterRecord, Error, MqClient, MqClientExt, PushOptions, Topic,
 };
 use ezmq_rabbitmq::{QueueType, RabbitBackend};
+use support::{src, OwnLevels};
 use tokio::sync::mpsc;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-fn src(topic: &str) -> Source {
-    Source::Topic(Topic::new(topic).unwrap())
-}
 
 #[tokio::test]
 async fn push_confirm_consume_with_headers() {
@@ -227,24 +224,20 @@ async fn delayed_short_after_long_is_not_blocked_and_never_early() {
         return;
     };
     // Own delay levels (a unique prefix) so they can be deleted afterwards.
-    let prefix = support::prefix();
-    let backend = RabbitBackend::connect(config.with_queue_prefix(prefix.clone()))
-        .await
-        .unwrap();
-    let topic = support::topic("delay");
-    let t = Topic::new(&topic).unwrap();
+    let own = OwnLevels::connect(config, "delay").await;
+    let (backend, topic, t) = (&own.backend, &own.topic, &own.t);
     let long = PushOptions::new().with_delay(Duration::from_secs(3600));
-    backend.publish(&t, "late".into(), &long).await.unwrap();
+    backend.publish(t, "late".into(), &long).await.unwrap();
     let mut lateness = Vec::new();
     for delay_ms in [1000u64, 300, 1500] {
         let delay = Duration::from_millis(delay_ms);
         let start = Instant::now();
         backend
-            .publish(&t, "soon".into(), &PushOptions::new().with_delay(delay))
+            .publish(t, "soon".into(), &PushOptions::new().with_delay(delay))
             .await
             .unwrap();
         let got = backend
-            .receive(&src(&topic), 1, Duration::from_secs(30))
+            .receive(&src(topic), 1, Duration::from_secs(30))
             .await
             .unwrap();
         let elapsed = start.elapsed();
@@ -261,12 +254,11 @@ async fn delayed_short_after_long_is_not_blocked_and_never_early() {
     println!("delay lateness (push -> receive): {lateness:?}");
     let stats = backend.queue_stats().unwrap();
     assert_eq!(
-        stats.queue_len(&t).await.unwrap(),
+        stats.queue_len(t).await.unwrap(),
         0,
         "the 1 h message is not counted"
     );
-    backend.close().await.unwrap();
-    support::cleanup_prefixed(&prefix, &[topic]).await;
+    own.close().await;
 }
 
 #[tokio::test]

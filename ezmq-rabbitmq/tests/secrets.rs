@@ -6,28 +6,11 @@
 
 mod support;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ezmq_core::{Client, ClientConfig, MqClient};
 use ezmq_rabbitmq::{RabbitBackend, RabbitConfig};
-use tracing_subscriber::fmt::format::FmtSpan;
-
-/// Everything the subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use ezmq_test_support::{assert_hidden, LogCapture};
 
 /// Runs `rabbitmqctl` (the node of `RABBITMQ_NODENAME` when set, as the
 /// tool itself reads it); `None` when it is not installed.
@@ -65,14 +48,8 @@ async fn passwords_never_appear_in_logs_errors_or_debug() {
     if support::config().await.is_none() {
         return;
     }
-    let captured = Captured::default();
-    let writer = captured.clone();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_span_events(FmtSpan::FULL)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .init();
+    let captured = LogCapture::new();
+    captured.install_global();
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let user = format!("ezmq-secrets-{}", &suffix[..8]);
     let password = format!("pw-{suffix}");
@@ -128,13 +105,15 @@ async fn passwords_never_appear_in_logs_errors_or_debug() {
     let _ = rabbitmqctl(&["delete_user", &user]).await;
     support::cleanup(&[topic], &[]).await;
 
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     assert!(!logs.is_empty(), "no log event was captured");
     texts.push(logs);
-    for secret in [password.as_str(), "pw-closed-port"] {
-        for text in &texts {
-            assert!(!text.contains(secret), "a password shows in: {text}");
-        }
+    for text in &texts {
+        assert_hidden(
+            "an error, Debug or log text",
+            text,
+            &[&password, "pw-closed-port"],
+        );
     }
     println!(
         "secrets: {} texts and {} bytes of TRACE logs checked",

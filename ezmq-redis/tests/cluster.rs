@@ -103,9 +103,7 @@ async fn start_cluster() -> Cluster {
 
 #[tokio::test]
 async fn every_feature_on_a_three_master_cluster() {
-    support::init_tracing();
-    if !support::have_redis_server() {
-        println!("skipped: no broker at redis-server (not installed)");
+    if !support::can_start_redis_server() {
         return;
     }
     let cluster = start_cluster().await;
@@ -126,17 +124,8 @@ async fn every_feature_on_a_three_master_cluster() {
     let (tx, mut rx) = mpsc::unbounded_channel::<String>();
     let topics: Vec<String> = (0..6).map(|i| support::topic(&format!("c{i}"))).collect();
     for topic in &topics {
-        let tx = tx.clone();
-        client
-            .add_consume_listener(topic, move |job: Job| {
-                let tx = tx.clone();
-                async move {
-                    let _ = tx.send(String::from_utf8_lossy(job.body()).into_owned());
-                    Ok::<(), std::io::Error>(())
-                }
-            })
-            .await
-            .unwrap();
+        let options = ConsumeOptions::new();
+        support::forward(&client, topic, options, tx.clone(), support::body_of).await;
     }
     for topic in &topics {
         client

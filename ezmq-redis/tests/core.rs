@@ -21,7 +21,7 @@ async fn push_consume_with_headers_and_message_id() {
     };
     let client = support::client(&config).await;
     let topic = support::topic("basic");
-    let mut rx = forwarded_jobs(&client, &topic).await;
+    let mut rx = support::forwarded_jobs(&client, &topic, ConsumeOptions::new()).await;
     let plain = client.push(&topic, "plain".into()).await.unwrap();
     let with = client
         .push_with(
@@ -211,7 +211,7 @@ async fn crashed_consumers_job_is_reclaimed_after_the_lease() {
     let taken = Instant::now();
     drop(got);
     drop(crashed); // never settles: a consumer that died
-    let mut rx = forwarded_jobs(&client, &topic).await;
+    let mut rx = support::forwarded_jobs(&client, &topic, ConsumeOptions::new()).await;
     let job = timeout(LONG, rx.recv()).await.unwrap().unwrap();
     assert_eq!(job.body().as_ref(), b"orphan");
     assert_eq!(job.attempt(), 2);
@@ -336,12 +336,9 @@ async fn hung_redis_fails_pushes_in_time_and_shutdown_completes() {
     };
     // The real Redis behind a relay that can freeze: connections stay open
     // and nothing is answered, as with a stopped server process.
-    let proxy = ezmq_test_support::StallingProxy::in_front_of(&support::redis_url()).await;
-    let mut config = config.with_command_timeout(Duration::from_secs(1));
-    config.urls = vec![proxy.route(&support::redis_url())];
-    let client = support::client(&config).await;
+    let (proxy, client) = support::behind_stalling_proxy(config).await;
     let topic = support::topic("hung");
-    let mut rx = forwarded_jobs(&client, &topic).await;
+    let mut rx = support::forwarded_jobs(&client, &topic, ConsumeOptions::new()).await;
     client.push(&topic, "before".into()).await.unwrap();
     let got = timeout(LONG, rx.recv()).await.unwrap().unwrap();
     assert_eq!(&got.body()[..], b"before");
@@ -358,20 +355,4 @@ async fn hung_redis_fails_pushes_in_time_and_shutdown_completes() {
         .expect("shutting down beside a hung Redis was held past 15 s")
         .unwrap();
     proxy.resume();
-}
-
-/// A listener on `topic` that succeeds and hands every job to the test.
-async fn forwarded_jobs(client: &ezmq_core::Client, topic: &str) -> mpsc::UnboundedReceiver<Job> {
-    let (tx, rx) = mpsc::unbounded_channel::<Job>();
-    client
-        .add_consume_listener(topic, move |job: Job| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(job);
-                Ok::<(), std::io::Error>(())
-            }
-        })
-        .await
-        .unwrap();
-    rx
 }

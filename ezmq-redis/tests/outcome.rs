@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use ezmq_core::{Client, Job, MqClient, MqClientExt, PushOptions};
+use ezmq_core::{Client, ConsumeOptions, MqClient, PushOptions};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
@@ -19,12 +19,9 @@ async fn a_push_to_a_frozen_redis_is_outcome_unknown_and_its_retry_by_message_id
     };
     // The real Redis behind a relay that can freeze: the push is sent and
     // nothing is answered, as with a stopped server process.
-    let proxy = ezmq_test_support::StallingProxy::in_front_of(&support::redis_url()).await;
-    let mut config = config.with_command_timeout(Duration::from_secs(1));
-    config.urls = vec![proxy.route(&support::redis_url())];
-    let client = support::client(&config).await;
+    let (proxy, client) = support::behind_stalling_proxy(config).await;
     let topic = support::topic("outcome");
-    let mut rx = forwarded_bodies(&client, &topic).await;
+    let mut rx = support::forwarded_bodies(&client, &topic, ConsumeOptions::new()).await;
     client.push(&topic, "before".into()).await.unwrap();
     assert_eq!(timeout(LONG, rx.recv()).await.unwrap().unwrap(), "before");
 
@@ -66,7 +63,7 @@ async fn delayed_pushes_are_deduplicated_by_message_id_within_the_window() {
     };
     let client = support::client(&config.with_message_id_window(Duration::from_secs(60))).await;
     let topic = support::topic("dedup");
-    let mut rx = forwarded_bodies(&client, &topic).await;
+    let mut rx = support::forwarded_bodies(&client, &topic, ConsumeOptions::new()).await;
     let late = || {
         PushOptions::new()
             .with_message_id("late-1")
@@ -133,22 +130,6 @@ async fn a_push_redis_refuses_keeps_its_error() {
     );
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     delete_topic_keys(&topic, &[]).await;
-}
-
-/// A listener on `topic` that hands every body to the test.
-async fn forwarded_bodies(client: &Client, topic: &str) -> mpsc::UnboundedReceiver<String> {
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    client
-        .add_consume_listener(topic, move |job: Job| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(String::from_utf8_lossy(job.body()).into_owned());
-                Ok::<(), std::io::Error>(())
-            }
-        })
-        .await
-        .unwrap();
-    rx
 }
 
 /// Bodies received until `done` holds (each wait up to 15 s).

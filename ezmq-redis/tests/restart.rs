@@ -6,25 +6,17 @@ mod support;
 
 use std::time::Duration;
 
-use ezmq_core::{ConsumeOptions, Job, MqClient, MqClientExt};
-use ezmq_redis::RedisConfig;
-use tokio::sync::mpsc;
+use ezmq_core::{ConsumeOptions, MqClient};
 use tokio::time::{timeout, Instant};
 
 #[tokio::test]
 async fn listeners_resume_after_a_server_restart() {
-    support::init_tracing();
-    if !support::have_redis_server() {
-        println!("skipped: no broker at redis-server (not installed)");
+    let Some(mut server) = support::private_redis(&[]).await else {
         return;
-    }
-    let mut server = support::RedisProcess::start(support::free_port(), &[]).await;
-    let config = RedisConfig::new(server.url())
-        .with_connect_timeout(Duration::from_secs(1))
-        .with_command_timeout(Duration::from_secs(2));
-    let client = support::client(&config).await;
+    };
+    let client = support::client(&server.config()).await;
     let topic = support::topic("restart");
-    let mut rx = forwarded_bodies(&client, &topic, ConsumeOptions::new()).await;
+    let mut rx = support::forwarded_bodies(&client, &topic, ConsumeOptions::new()).await;
     client.push(&topic, "before".into()).await.unwrap();
     assert_eq!(
         timeout(Duration::from_secs(10), rx.recv())
@@ -67,20 +59,14 @@ async fn listeners_resume_after_a_server_restart() {
 /// delay of its own): measured 0.99 s. With the old 5 s cap: 4.99 s.
 #[tokio::test]
 async fn listener_resumes_within_a_second_of_the_server_accepting_again() {
-    support::init_tracing();
-    if !support::have_redis_server() {
-        println!("skipped: no broker at redis-server (not installed)");
+    let Some(mut server) = support::private_redis(&[]).await else {
         return;
-    }
-    let mut server = support::RedisProcess::start(support::free_port(), &[]).await;
-    let config = RedisConfig::new(server.url())
-        .with_connect_timeout(Duration::from_secs(1))
-        .with_command_timeout(Duration::from_secs(2));
-    let client = support::client(&config).await;
+    };
+    let client = support::client(&server.config()).await;
     let topic = support::topic("resume");
     // No queue-depth sampling: the fetch loop is the only one connecting.
     let options = ConsumeOptions::new().with_queue_depth_every(None);
-    let mut rx = forwarded_bodies(&client, &topic, options).await;
+    let mut rx = support::forwarded_bodies(&client, &topic, options).await;
     client.push(&topic, "before".into()).await.unwrap();
     let first = timeout(Duration::from_secs(10), rx.recv()).await.unwrap();
     assert_eq!(first.as_deref(), Some("before"));
@@ -110,26 +96,6 @@ async fn listener_resumes_within_a_second_of_the_server_accepting_again() {
         "deliveries resumed {resumed:?} after Redis was back (goal 1 s)"
     );
     client.shutdown(Duration::from_secs(5)).await.unwrap();
-}
-
-/// A listener on `topic` that hands every body to the test.
-async fn forwarded_bodies(
-    client: &ezmq_core::Client,
-    topic: &str,
-    options: ConsumeOptions,
-) -> mpsc::UnboundedReceiver<String> {
-    let (tx, rx) = mpsc::unbounded_channel::<String>();
-    client
-        .add_consume_listener_with(topic, options, move |job: Job| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(String::from_utf8_lossy(job.body()).into_owned());
-                Ok::<(), std::io::Error>(())
-            }
-        })
-        .await
-        .unwrap();
-    rx
 }
 
 /// Pushes `body`, retrying every 10 ms for up to 10 s while Redis is not

@@ -9,70 +9,12 @@
 
 mod support;
 
-use std::fmt::{self, Write as _};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ezmq_core::{Job, MqClient, MqClientExt};
+use ezmq_core::{ConsumeOptions, MqClient};
 use ezmq_redis::{RedisBackend, RedisConfig};
-use tokio::sync::mpsc;
+use ezmq_test_support::{assert_hidden, LogCapture};
 use tokio::time::timeout;
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Subscriber};
-use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
-
-/// Every event and span field seen, as text.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<String>>>);
-
-impl Captured {
-    fn push(&self, line: String) {
-        self.0.lock().unwrap().push(line);
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-/// Writes `name=value` for each field; errors with their whole chain.
-struct Fields(String);
-
-impl Visit for Fields {
-    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        let _ = write!(self.0, " {}={:?}", field.name(), value);
-    }
-
-    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
-        let _ = write!(self.0, " {}={value} / {value:?}", field.name());
-        let mut source = value.source();
-        while let Some(cause) = source {
-            let _ = write!(self.0, ": {cause} / {cause:?}");
-            source = cause.source();
-        }
-    }
-}
-
-impl<S: Subscriber> Layer<S> for Captured {
-    fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
-        let mut fields = Fields(format!("event {}", event.metadata().target()));
-        event.record(&mut fields);
-        self.push(fields.0);
-    }
-
-    fn on_new_span(&self, attrs: &Attributes<'_>, _: &Id, _: Context<'_, S>) {
-        let mut fields = Fields(format!("span {}", attrs.metadata().name()));
-        attrs.record(&mut fields);
-        self.push(fields.0);
-    }
-
-    fn on_record(&self, _: &Id, values: &Record<'_>, _: Context<'_, S>) {
-        let mut fields = Fields("span record".to_owned());
-        values.record(&mut fields);
-        self.push(fields.0);
-    }
-}
 
 /// Every form a user may print an error in.
 fn error_texts(err: &ezmq_core::Error) -> String {
@@ -81,19 +23,17 @@ fn error_texts(err: &ezmq_core::Error) -> String {
 
 #[tokio::test]
 async fn redis_passwords_never_appear_in_errors_logs_or_debug() {
-    if !support::have_redis_server() {
-        println!("skipped: no broker at redis-server (not installed)");
-        return;
-    }
-    let captured = Captured::default();
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(captured.clone()))
-        .expect("the only subscriber of this test binary");
-
+    // Before anything else installs the test tracing.
+    let captured = LogCapture::new();
+    captured.install_global();
     let secret = format!("pw-{}", uuid::Uuid::new_v4().simple());
     let wrong = format!("bad-{}", uuid::Uuid::new_v4().simple());
-    let port = support::free_port();
-    let mut server =
-        support::RedisProcess::start(port, &["--requirepass".to_owned(), secret.clone()]).await;
+    let Some(mut server) =
+        support::private_redis(&["--requirepass".to_owned(), secret.clone()]).await
+    else {
+        return;
+    };
+    let port = server.port;
     let mut texts: Vec<String> = Vec::new();
 
     // The right password, `:pass@` and `user:pass@` forms.
@@ -114,17 +54,7 @@ async fn redis_passwords_never_appear_in_errors_logs_or_debug() {
     let client = ezmq_redis::connect(config.clone()).await.unwrap();
     texts.push(format!("{client:?} {client:#?}"));
     let topic = support::topic("secrets");
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    client
-        .add_consume_listener(&topic, move |job: Job| {
-            let tx = tx.clone();
-            async move {
-                let _ = tx.send(String::from_utf8_lossy(job.body()).into_owned());
-                Ok::<(), std::io::Error>(())
-            }
-        })
-        .await
-        .unwrap();
+    let mut rx = support::forwarded_bodies(&client, &topic, ConsumeOptions::new()).await;
     client.push(&topic, "one".into()).await.unwrap();
     let got = timeout(Duration::from_secs(15), rx.recv()).await.unwrap();
     assert_eq!(got.as_deref(), Some("one"));
@@ -189,10 +119,7 @@ async fn redis_passwords_never_appear_in_errors_logs_or_debug() {
 
     let lines = captured.lines();
     for text in texts.iter().chain(&lines) {
-        assert!(
-            !text.contains(&secret) && !text.contains(&wrong),
-            "a password was printed: {text}"
-        );
+        assert_hidden("an error, Debug or log text", text, &[&secret, &wrong]);
     }
     assert!(
         lines

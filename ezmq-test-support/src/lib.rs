@@ -19,9 +19,11 @@
 
 mod bare;
 mod brokers;
+mod capture;
 mod proxy;
 pub use bare::{assert_unsupported, BareBackend};
 pub use brokers::{amqp_url, broker_required, redis_url, skip_or_require, REQUIRE_ENV};
+pub use capture::{assert_hidden, LogCapture};
 pub use proxy::StallingProxy;
 
 use std::future::Future;

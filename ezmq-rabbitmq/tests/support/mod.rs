@@ -1,6 +1,8 @@
 //! Shared helpers: the broker URL, the skip rule, unique names, cleanup.
 #![allow(dead_code, unreachable_pub)]
 
+use ezmq_core::spi::{Backend, Source};
+use ezmq_core::Topic;
 use ezmq_rabbitmq::{RabbitBackend, RabbitConfig};
 use lapin::options::{ExchangeDeleteOptions, QueueDeleteOptions};
 use lapin::{Channel, Connection, ConnectionProperties};
@@ -28,7 +30,6 @@ pub async fn config() -> Option<RabbitConfig> {
         .with_connect_timeout(std::time::Duration::from_secs(3));
     match RabbitBackend::connect(config.clone()).await {
         Ok(backend) => {
-            use ezmq_core::spi::Backend;
             let _ = backend.close().await;
             Some(config)
         }
@@ -89,4 +90,50 @@ pub async fn cleanup_prefixed(prefix: &str, queues: &[String]) {
         exchanges.push(format!("{prefix}__ezmq|delay|L{level:02}"));
     }
     cleanup(&all, &exchanges).await;
+}
+
+/// The source of `topic`'s queue.
+pub fn src(topic: &str) -> Source {
+    Source::Topic(Topic::new(topic).expect("a valid topic"))
+}
+
+/// A backend with a queue prefix of its own (its delay levels are its
+/// own: none declared yet, and deleted by [`OwnLevels::close`]) and a
+/// unique topic.
+#[derive(Debug)]
+pub struct OwnLevels {
+    /// The queue prefix.
+    pub prefix: String,
+    /// A backend using it.
+    pub backend: RabbitBackend,
+    /// The topic's name.
+    pub topic: String,
+    /// The topic.
+    pub t: Topic,
+}
+
+impl OwnLevels {
+    /// Connects with a fresh [`prefix`] and makes a topic named after
+    /// `what`.
+    pub async fn connect(config: RabbitConfig, what: &str) -> OwnLevels {
+        let prefix = prefix();
+        let backend = RabbitBackend::connect(config.with_queue_prefix(prefix.clone()))
+            .await
+            .expect("connect with a queue prefix");
+        let topic = topic(what);
+        let t = Topic::new(&topic).expect("a valid topic");
+        OwnLevels {
+            prefix,
+            backend,
+            topic,
+            t,
+        }
+    }
+
+    /// Closes the backend and deletes the topic's queue and the delay
+    /// levels.
+    pub async fn close(self) {
+        self.backend.close().await.expect("close the backend");
+        cleanup_prefixed(&self.prefix, &[self.topic]).await;
+    }
 }

@@ -7,8 +7,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Once;
 use std::time::Duration;
 
-use ezmq_core::Client;
+use ezmq_core::{Client, ConsumeOptions, Job, MqClientExt};
 use ezmq_redis::RedisConfig;
+use ezmq_test_support::StallingProxy;
+use tokio::sync::mpsc;
 
 /// The Redis the tests use.
 pub fn redis_url() -> String {
@@ -86,6 +88,88 @@ pub fn have_redis_server() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// True when `redis-server` can be started; otherwise prints the skip
+/// line. Installs the test tracing first.
+pub fn can_start_redis_server() -> bool {
+    init_tracing();
+    if have_redis_server() {
+        return true;
+    }
+    println!("skipped: no broker at redis-server (not installed)");
+    false
+}
+
+/// A private `redis-server` on a free port ([`RedisProcess::start`] with
+/// `extra`), or `None` after printing the skip line when it is not
+/// installed.
+pub async fn private_redis(extra: &[String]) -> Option<RedisProcess> {
+    if !can_start_redis_server() {
+        return None;
+    }
+    Some(RedisProcess::start(free_port(), extra).await)
+}
+
+/// A client of the shared Redis through a [`StallingProxy`] (command
+/// timeout 1 s): `proxy.stall()` keeps connections open and answers
+/// nothing, as with a stopped server process.
+pub async fn behind_stalling_proxy(config: RedisConfig) -> (StallingProxy, Client) {
+    let proxy = StallingProxy::in_front_of(&redis_url()).await;
+    let mut config = config.with_command_timeout(Duration::from_secs(1));
+    config.urls = vec![proxy.route(&redis_url())];
+    let client = client(&config).await;
+    (proxy, client)
+}
+
+/// A listener on `topic` (with `options`) that hands every job to the
+/// test.
+pub async fn forwarded_jobs(
+    client: &Client,
+    topic: &str,
+    options: ConsumeOptions,
+) -> mpsc::UnboundedReceiver<Job> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    forward(client, topic, options, tx, |job| job).await;
+    rx
+}
+
+/// A listener on `topic` (with `options`) that hands every body to the
+/// test.
+pub async fn forwarded_bodies(
+    client: &Client,
+    topic: &str,
+    options: ConsumeOptions,
+) -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    forward(client, topic, options, tx, body_of).await;
+    rx
+}
+
+/// A job's body as text.
+pub fn body_of(job: Job) -> String {
+    String::from_utf8_lossy(job.body()).into_owned()
+}
+
+/// Starts a listener on `topic` that succeeds and sends `what(job)` to
+/// `to`.
+pub async fn forward<T: Send + 'static>(
+    client: &Client,
+    topic: &str,
+    options: ConsumeOptions,
+    to: mpsc::UnboundedSender<T>,
+    what: fn(Job) -> T,
+) {
+    client
+        .add_consume_listener_with(topic, options, move |job: Job| {
+            let to = to.clone();
+            async move {
+                let _ = to.send(what(job));
+                Ok::<(), std::io::Error>(())
+            }
+        })
+        .await
+        .expect("start a listener");
+}
+
 /// A `redis-server` child process; killed on drop.
 #[derive(Debug)]
 pub struct RedisProcess {
@@ -119,6 +203,12 @@ impl RedisProcess {
     }
 
     async fn spawn(&mut self) {
+        self.spawn_child();
+        wait_for_ping(self.port).await;
+    }
+
+    /// Starts the process, without waiting for it to answer.
+    fn spawn_child(&mut self) {
         let child = Command::new("redis-server")
             .args(&self.args)
             .stdout(Stdio::null())
@@ -126,12 +216,19 @@ impl RedisProcess {
             .spawn()
             .expect("start redis-server");
         self.child = Some(child);
-        wait_for_ping(self.port).await;
     }
 
     /// The URL of this server.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// A configuration for this server: connect timeout 1 s, command
+    /// timeout 2 s.
+    pub fn config(&self) -> RedisConfig {
+        RedisConfig::new(self.url())
+            .with_connect_timeout(Duration::from_secs(1))
+            .with_command_timeout(Duration::from_secs(2))
     }
 
     /// Kills the server.
@@ -153,13 +250,7 @@ impl RedisProcess {
     /// (polled every 5 ms), once it also answers PING.
     pub async fn start_again(&mut self) -> tokio::time::Instant {
         self.kill();
-        let child = Command::new("redis-server")
-            .args(&self.args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.child = Some(child);
+        self.spawn_child();
         let addr = format!("127.0.0.1:{}", self.port);
         let mut accepted = None;
         for _ in 0..2000 {
