@@ -8,27 +8,15 @@ use std::time::Duration;
 use futures::FutureExt;
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::consume_options::ConsumeOptions;
 use crate::handler::Permanent;
 use crate::hooks::FailedAttempt;
 use crate::job::Job;
 use crate::push_options::PushOptions;
 use crate::spi::{error_chain, panic_message, Delivery, DeliveryHandle};
-use crate::telemetry::Settle;
 
 use super::dead_letter::DeadLetterRecord;
+use super::decision::{Decision, Outcome};
 use super::{backoff, Ctx};
-
-/// How a handler run ended.
-#[derive(Debug)]
-enum Outcome {
-    /// `Ok(())`.
-    Done,
-    /// An error or a panic.
-    Failed { message: String, permanent: bool },
-    /// Still running at the end of a stop's grace period.
-    Aborted,
-}
 
 /// Runs the delivered job holding `slot`, then settles it with the broker.
 /// Runs inside the job's `process` span.
@@ -47,47 +35,52 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
         let _running = ctx.control.track_in_flight();
         run_handler(&ctx, &job, &handle).await
     };
-    processing.finish(settle_of(&outcome, attempt, &ctx.options));
-    if ctx.options.at_most_once {
-        if let Outcome::Failed { message, .. } = outcome {
-            tracing::error!(cause = %message, "job failed; not retried (at most once)");
+    let decision = Decision::of(outcome, attempt, &ctx.options);
+    processing.finish(decision.settle());
+    match decision {
+        Decision::Taken { failure } => {
+            if let Some(message) = failure {
+                tracing::error!(cause = %message, "job failed; not retried (at most once)");
+            }
+            drop(slot);
         }
-        drop(slot);
-        return;
-    }
-    match outcome {
-        Outcome::Done => ctx.acker.ack(handle, slot).await,
-        Outcome::Aborted => {
+        Decision::Ack => ctx.acker.ack(handle, slot).await,
+        Decision::Release => {
             tracing::warn!("handler still running after the shutdown grace period; aborted");
             release(&handle).await;
         }
-        Outcome::Failed { message, permanent } => {
-            let mut failed = FailedAttempt {
+        Decision::DeadLetter { message, permanent } => {
+            let failed = FailedAttempt {
                 job: &job,
                 attempt,
                 error: &message,
                 retry_in: None,
                 permanent,
             };
-            if permanent || attempt >= ctx.options.max_attempts {
-                ctx.options.hooks.dead_lettered(&failed);
-                dead_letter(
-                    &ctx,
-                    &job,
-                    &handle,
-                    attempt,
-                    message.clone(),
-                    permanent,
-                    slot,
-                )
-                .await;
-            } else {
-                let delay = backoff::with_jitter(ctx.options.backoff.delay_after(attempt));
-                failed.retry_in = Some(delay);
-                ctx.options.hooks.retried(&failed);
-                tracing::warn!(cause = %message, retry_in = ?delay, "job failed; will retry");
-                retry(&handle, delay).await;
-            }
+            ctx.options.hooks.dead_lettered(&failed);
+            dead_letter(
+                &ctx,
+                &job,
+                &handle,
+                attempt,
+                message.clone(),
+                permanent,
+                slot,
+            )
+            .await;
+        }
+        Decision::Retry { message } => {
+            let delay = backoff::with_jitter(ctx.options.backoff.delay_after(attempt));
+            let failed = FailedAttempt {
+                job: &job,
+                attempt,
+                error: &message,
+                retry_in: Some(delay),
+                permanent: false,
+            };
+            ctx.options.hooks.retried(&failed);
+            tracing::warn!(cause = %message, retry_in = ?delay, "job failed; will retry");
+            retry(&handle, delay).await;
         }
     }
 }
@@ -235,22 +228,5 @@ async fn dead_letter(
 async fn release(handle: &DeliveryHandle) {
     if let Err(err) = handle.release().await {
         tracing::warn!(cause = %err, "could not give the job back; the broker redelivers it when its lease ends");
-    }
-}
-
-/// How `outcome` settles the job, for telemetry (the same decision as
-/// [`run_job`]'s).
-fn settle_of(outcome: &Outcome, attempt: u32, options: &ConsumeOptions) -> Settle {
-    match outcome {
-        Outcome::Done if options.at_most_once => Settle::Taken { failed: false },
-        Outcome::Failed { .. } if options.at_most_once => Settle::Taken { failed: true },
-        Outcome::Done => Settle::Ack,
-        Outcome::Aborted => Settle::Release,
-        Outcome::Failed { permanent, .. } if *permanent || attempt >= options.max_attempts => {
-            Settle::DeadLetter {
-                permanent: *permanent,
-            }
-        }
-        Outcome::Failed { .. } => Settle::Retry,
     }
 }

@@ -31,6 +31,7 @@ mod acker;
 mod backoff;
 mod control;
 mod dead_letter;
+mod decision;
 mod depth;
 mod execution;
 mod heartbeat;
