@@ -53,10 +53,12 @@ pub enum Error {
         topic: String,
     },
 
-    /// The broker refuses new jobs for this queue (paused for input).
-    #[error("queue {topic:?} is paused and refuses new jobs")]
-    QueuePaused {
-        /// The paused queue.
+    /// The broker refuses new jobs for this queue: an operator closed it
+    /// for input (Disque's `PAUSE <queue> in`). Not a paused topic whose
+    /// consumers stop: such a topic still takes pushes.
+    #[error("queue {topic:?} refuses new jobs (closed for input on the broker)")]
+    QueueClosedForInput {
+        /// The queue closed for input.
         topic: String,
     },
 

@@ -186,7 +186,7 @@ fn map_add_error(topic: &Topic, err: DisqueError) -> Error {
         Some("MAXLEN") => Error::QueueFull {
             topic: topic.as_str().to_owned(),
         },
-        Some("PAUSED") => Error::QueuePaused {
+        Some("PAUSED") => Error::QueueClosedForInput {
             topic: topic.as_str().to_owned(),
         },
         _ => err.into(),

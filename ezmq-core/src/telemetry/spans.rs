@@ -103,7 +103,7 @@ pub fn error_type(err: &Error) -> &'static str {
         Error::InvalidOption { .. } => "invalid_option",
         Error::PayloadTooLarge { .. } => "payload_too_large",
         Error::QueueFull { .. } => "queue_full",
-        Error::QueuePaused { .. } => "queue_paused",
+        Error::QueueClosedForInput { .. } => "queue_closed_for_input",
         Error::Connect { .. } => "connect",
         Error::Backend { .. } => "backend",
         Error::OutcomeUnknown { .. } => "outcome_unknown",
