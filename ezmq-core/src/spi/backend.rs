@@ -70,7 +70,7 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Stores a message; returns once the broker confirmed it (as the
     /// backend's durability settings say), with its id. Only called with
     /// a delay when the backend reports
-    /// [`Capability::DelayedDelivery`](super::Capability::DelayedDelivery).
+    /// [`Capability::DelayedDelivery`].
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId>;
 
     /// Takes up to `max` messages from `source`, waiting up to `wait` for
