@@ -11,10 +11,12 @@
 //!
 //! Optional abilities are separate small traits — [`QueueStats`], [`Peek`],
 //! [`ExclusiveClaim`], [`FanOut`], [`ReplyChannel`] — that a backend hands
-//! out from [`Backend`]'s accessors, and a [`Capabilities`] report (which
-//! also covers the abilities that are a flag on the core calls: delayed
-//! delivery and lease extension). A feature that needs a missing ability
-//! fails when it is registered with
+//! out from [`Backend`]'s accessors. The [`Capabilities`] report,
+//! [`Backend::capabilities`], is derived: one capability per accessor that
+//! returns `Some`, plus the abilities that are a flag on the core calls
+//! ([`Backend::abilities`]: delayed delivery, lease extension, idempotent
+//! push), so what a backend reports is what it hands out. A feature that
+//! needs a missing ability fails when it is registered with
 //! [`Error::Unsupported`](crate::Error::Unsupported).
 
 mod backend;
