@@ -16,14 +16,21 @@
 //! client.push(&topic, "x".into()).await.unwrap();
 //! # }
 //! ```
+//!
+//! [`MemoryBroker`] is an in-memory broker implementing the whole backend
+//! SPI (leases, delays, every optional ability), for tests of the
+//! listener runtime and the features without any broker; the behaviour
+//! suite runs on it (`tests/behaviour_memory.rs`).
 
 mod bare;
 mod brokers;
 mod capture;
+pub mod memory;
 mod proxy;
 pub use bare::{assert_unsupported, BareBackend};
 pub use brokers::{amqp_url, broker_required, redis_url, skip_or_require, REQUIRE_ENV};
 pub use capture::{assert_hidden, LogCapture};
+pub use memory::{MemoryBackend, MemoryBroker, MemoryConfig, MemoryError, MEMORY_BACKEND_NAME};
 pub use proxy::StallingProxy;
 
 use std::future::Future;

@@ -1,0 +1,43 @@
+//! The behaviour suite on the in-memory backend: a fresh broker per test,
+//! every client a connection to it.
+
+use std::time::Duration;
+
+use ezmq_conformance::{behaviour_suite, Broker};
+use ezmq_core::{Client, ClientConfig};
+use ezmq_test_support::{MemoryBroker, MemoryConfig, MEMORY_BACKEND_NAME};
+
+/// The lease of short-lease clients.
+const SHORT_LEASE: Duration = Duration::from_secs(1);
+
+/// One in-memory broker for one test.
+#[derive(Debug, Default)]
+struct Memory(MemoryBroker);
+
+#[async_trait::async_trait]
+impl Broker for Memory {
+    fn name(&self) -> &'static str {
+        MEMORY_BACKEND_NAME
+    }
+
+    fn url(&self) -> String {
+        "memory://".into()
+    }
+
+    async fn connect(&self) -> ezmq_core::Result<Client> {
+        Ok(Client::new(self.0.backend(), ClientConfig::default()))
+    }
+
+    async fn connect_with_short_lease(&self) -> Option<ezmq_core::Result<Client>> {
+        let backend = self
+            .0
+            .backend_with(MemoryConfig::default().with_lease(SHORT_LEASE));
+        Some(Ok(Client::new(backend, ClientConfig::default())))
+    }
+
+    fn short_lease(&self) -> Duration {
+        SHORT_LEASE
+    }
+}
+
+behaviour_suite!(Memory::default());
