@@ -1,11 +1,15 @@
 //! The behaviour suite on the in-memory backend: a fresh broker per test,
-//! every client a connection to it.
+//! every client a connection to it; a restart is a short outage
+//! ([`MemoryBroker::stop`], then [`MemoryBroker::start`]).
 
 use std::time::Duration;
 
 use ezmq_conformance::{behaviour_suite, Broker};
 use ezmq_core::{Client, ClientConfig};
 use ezmq_test_support::{MemoryBroker, MemoryConfig, MEMORY_BACKEND_NAME};
+
+/// How long a restart keeps the broker down.
+const DOWNTIME: Duration = Duration::from_millis(300);
 
 /// The lease of short-lease clients.
 const SHORT_LEASE: Duration = Duration::from_secs(1);
@@ -26,6 +30,16 @@ impl Broker for Memory {
 
     async fn connect(&self) -> ezmq_core::Result<Client> {
         Ok(Client::new(self.0.backend(), ClientConfig::default()))
+    }
+
+    /// Down for [`DOWNTIME`] (calls fail, retryably), then back with
+    /// every message.
+    async fn restart(&self) -> Option<Result<(), String>> {
+        self.0.stop();
+        // The outage itself: nothing to await, its length is the point.
+        tokio::time::sleep(DOWNTIME).await;
+        self.0.start();
+        Some(Ok(()))
     }
 
     async fn connect_with_short_lease(&self) -> Option<ezmq_core::Result<Client>> {

@@ -137,7 +137,7 @@ struct MemoryMembership {
 #[async_trait]
 impl GroupMembership for MemoryMembership {
     async fn refresh(&self) -> Result<()> {
-        self.conn.ensure_open()?;
+        self.broker.usable(&self.conn)?;
         let now = Instant::now();
         let mut state = lock(&self.broker.state);
         state.prune_groups(&self.topic, now);
@@ -154,7 +154,7 @@ impl GroupMembership for MemoryMembership {
     }
 
     async fn leave(&self) -> Result<()> {
-        self.conn.ensure_open()?;
+        self.broker.usable(&self.conn)?;
         let now = Instant::now();
         let mut state = lock(&self.broker.state);
         if let Some(group) = state

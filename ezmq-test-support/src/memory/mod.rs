@@ -21,7 +21,10 @@
 //! - [`Backend::close`] makes the connection's later calls (and its
 //!   deliveries' settles) fail with [`Error::Shutdown`] and drops the reply
 //!   inboxes it opened; its unsettled deliveries come back when their
-//!   leases run out, as after a crash.
+//!   leases run out, as after a crash;
+//! - [`MemoryBroker::stop`] / [`MemoryBroker::start`] take the broker down
+//!   and back (calls fail with a retryable error meanwhile; the messages
+//!   stay), for tests of outages and restarts.
 //!
 //! It spawns no task: timers live inside the calls that wait.
 
@@ -72,11 +75,16 @@ pub enum MemoryError {
         /// The queue it was delivered from.
         queue: String,
     },
+    /// The broker is down ([`MemoryBroker::stop`]) until
+    /// [`MemoryBroker::start`]; retryable.
+    #[error("the in-memory broker is down (stopped by the test)")]
+    Unavailable,
 }
 
 impl From<MemoryError> for Error {
     fn from(err: MemoryError) -> Self {
-        Error::backend(err, false)
+        let retryable = matches!(err, MemoryError::Unavailable);
+        Error::backend(err, retryable)
     }
 }
 
@@ -156,6 +164,7 @@ impl MemoryConfig {
 #[derive(Clone, Debug, Default)]
 pub struct MemoryBroker {
     state: Arc<Mutex<State>>,
+    down: Arc<AtomicBool>,
 }
 
 impl MemoryBroker {
@@ -167,6 +176,41 @@ impl MemoryBroker {
     /// A new connection with the default [`MemoryConfig`].
     pub fn backend(&self) -> MemoryBackend {
         self.backend_with(MemoryConfig::default())
+    }
+
+    /// Takes the broker down, as a broker restarting: every call through
+    /// any connection (and every settle) fails with a retryable
+    /// [`Error::Backend`] ([`MemoryError::Unavailable`]), and receivers
+    /// waiting now return that error at once, until
+    /// [`MemoryBroker::start`]. Messages, leases (their clocks keep
+    /// running), groups, claims and inboxes are kept, as by a broker that
+    /// persists its state.
+    pub fn stop(&self) {
+        self.down.store(true, Ordering::Release);
+        lock(&self.state).wake_all();
+        tracing::debug!("in-memory broker stopped");
+    }
+
+    /// Brings a stopped broker back ([`MemoryBroker::stop`]).
+    pub fn start(&self) {
+        self.down.store(false, Ordering::Release);
+        tracing::debug!("in-memory broker started");
+    }
+
+    /// False between [`MemoryBroker::stop`] and [`MemoryBroker::start`].
+    pub fn is_up(&self) -> bool {
+        !self.down.load(Ordering::Acquire)
+    }
+
+    /// Fails with [`Error::Shutdown`] once `conn` is closed, with
+    /// [`MemoryError::Unavailable`] while the broker is down.
+    fn usable(&self, conn: &Connection) -> Result<()> {
+        conn.ensure_open()?;
+        if self.is_up() {
+            Ok(())
+        } else {
+            Err(MemoryError::Unavailable.into())
+        }
     }
 
     /// A new connection with `config`.
@@ -227,7 +271,7 @@ impl MemoryBackend {
     }
 
     fn ensure_open(&self) -> Result<()> {
-        self.conn.ensure_open()
+        self.broker.usable(&self.conn)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -318,10 +362,12 @@ impl Backend for MemoryBackend {
         let deadline = Instant::now() + wait;
         let notify = self.state().queue(source).notify();
         loop {
-            // Registered before looking, so a push in between wakes it.
+            // Registered before looking, so a push (or a stop) in between
+            // wakes it.
             let notified = notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            self.ensure_open()?;
             let wake = {
                 let mut state = self.state();
                 let now = Instant::now();
@@ -358,7 +404,6 @@ impl Backend for MemoryBackend {
                 () = &mut notified => {}
                 () = tokio::time::sleep_until(wake) => {}
             }
-            self.ensure_open()?;
         }
     }
 

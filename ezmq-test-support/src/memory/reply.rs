@@ -70,10 +70,12 @@ impl Inbox for MemoryInbox {
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Bytes>> {
         let deadline = Instant::now() + wait;
         loop {
-            self.conn.ensure_open()?;
+            // Registered before looking, so a reply (or a stop) in
+            // between wakes it.
             let notified = self.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            self.broker.usable(&self.conn)?;
             {
                 let now = Instant::now();
                 let mut state = lock(&self.broker.state);

@@ -51,7 +51,7 @@ impl MemoryDelivery {
 #[async_trait]
 impl Settle for MemoryDelivery {
     async fn ack(&self) -> Result<()> {
-        self.conn.ensure_open()?;
+        self.broker.usable(&self.conn)?;
         let mut state = lock(&self.broker.state);
         let settled = state
             .existing_queue(&self.source)
@@ -60,7 +60,7 @@ impl Settle for MemoryDelivery {
     }
 
     async fn retry(&self, delay: Duration) -> Result<()> {
-        self.conn.ensure_open()?;
+        self.broker.usable(&self.conn)?;
         let now = Instant::now();
         let mut state = lock(&self.broker.state);
         let Some(mut message) = state
@@ -76,7 +76,7 @@ impl Settle for MemoryDelivery {
     }
 
     async fn release(&self) -> Result<()> {
-        self.conn.ensure_open()?;
+        self.broker.usable(&self.conn)?;
         let mut state = lock(&self.broker.state);
         let released = state
             .existing_queue(&self.source)
@@ -89,7 +89,7 @@ impl Settle for MemoryDelivery {
     }
 
     async fn extend_lease(&self) -> Result<Duration> {
-        self.conn.ensure_open()?;
+        self.broker.usable(&self.conn)?;
         let lease = self.conn.config.lease;
         let mut state = lock(&self.broker.state);
         let extended = state

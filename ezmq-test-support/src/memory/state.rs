@@ -69,6 +69,16 @@ impl State {
         self.queues.entry(source.clone()).or_default()
     }
 
+    /// Wakes every waiting receiver (of queues and inboxes).
+    pub(super) fn wake_all(&self) {
+        for queue in self.queues.values() {
+            queue.notify().notify_waiters();
+        }
+        for inbox in self.inboxes.values() {
+            inbox.notify.notify_waiters();
+        }
+    }
+
     /// The queue of `source` when it exists.
     pub(super) fn existing_queue(&mut self, source: &Source) -> Option<&mut Queue> {
         self.queues.get_mut(source)

@@ -379,3 +379,39 @@ async fn replies_reach_the_open_inbox_and_go_with_it() {
     assert!(matches!(closed, Err(Error::Shutdown)), "{closed:?}");
     assert!(broker.backend().open_inbox().await.is_ok());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stopped_broker_fails_calls_retryably_and_keeps_its_messages() {
+    let broker = MemoryBroker::new();
+    let backend = broker.backend_with(MemoryConfig::default().with_lease(LEASE));
+    push(&backend, "jobs", "a", PushOptions::new()).await;
+    push(&backend, "jobs", "b", PushOptions::new()).await;
+    let a = take(&backend, "jobs", Duration::ZERO).await.unwrap();
+    let retryable = |r: &ezmq_core::Result<()>| {
+        matches!(r, Err(Error::Backend { retryable: true, source })
+            if matches!(source.downcast_ref::<MemoryError>(), Some(MemoryError::Unavailable)))
+    };
+
+    // A receiver waiting when the broker stops gets the error at once.
+    let started = Instant::now();
+    let idle = source("idle");
+    let (waiting, ()) = tokio::join!(backend.receive(&idle, 1, Duration::from_secs(60)), async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        broker.stop();
+    });
+    assert!(retryable(&waiting.map(drop)));
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+    assert!(!broker.is_up());
+    let publish = backend
+        .publish(&topic("jobs"), "x".into(), &PushOptions::new())
+        .await;
+    assert!(retryable(&publish.map(drop)), "nothing stored while down");
+    assert!(retryable(&a.handle.ack().await));
+
+    broker.start();
+    assert!(broker.is_up());
+    a.handle.ack().await.unwrap();
+    let b = take(&backend, "jobs", Duration::ZERO).await.unwrap();
+    assert_eq!(&b.job.body()[..], b"b", "the messages survived");
+    assert_eq!(backend.queue_len(&topic("jobs")).await.unwrap(), 0);
+}
