@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -118,6 +118,8 @@ struct Shared {
     /// Commands sent and not yet answered (`waiting.len()`), readable
     /// without the lock.
     in_flight: AtomicUsize,
+    /// Set with `State::failed`, readable without the lock.
+    failed: AtomicBool,
     /// Wakes the writer when `out` stops being empty.
     wake_writer: Notify,
     /// Stops both tasks.
@@ -135,6 +137,7 @@ impl Shared {
         let waiting = {
             let mut state = self.lock();
             state.failed.get_or_insert(failure.clone());
+            self.failed.store(true, Ordering::Relaxed);
             self.head_since.store(0, Ordering::Relaxed);
             self.in_flight.store(0, Ordering::Relaxed);
             std::mem::take(&mut state.waiting)
@@ -206,6 +209,7 @@ impl Mux {
             head_since: AtomicU64::new(0),
             last_reply: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
+            failed: AtomicBool::new(false),
             wake_writer: Notify::new(),
             stop: CancellationToken::new(),
         });
@@ -315,7 +319,7 @@ impl Mux {
 
     /// True once the connection can take no more commands.
     pub(crate) fn is_failed(&self) -> bool {
-        self.owner.shared.lock().failed.is_some()
+        self.owner.shared.failed.load(Ordering::Relaxed)
     }
 
     /// Closes the connection gracefully: new commands are refused at once,
