@@ -1,55 +1,24 @@
-//! One Disque node: its identity, its shared connections ([`Mux`]) and its
-//! pool of dedicated connections for blocking `GETJOB`s.
+//! One Disque node: its identity, its shared connections ([`MuxPool`])
+//! and its pool of dedicated connections for blocking `GETJOB`s.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, ConnectionAddr, IntoConnectionInfo, Value};
-use tokio::sync::Mutex;
 
 use crate::config::DisqueConfig;
 use crate::error::{from_redis, DisqueError};
 use crate::health::Health;
-use crate::mux::{stamp, Mux, MuxError};
+use crate::mux::MuxError;
 
-/// A connection whose oldest unanswered command has waited this long is
-/// held up: the next command goes down another one (see
-/// [`DisqueConfig::connections_per_node`]).
-const HELD_UP: Duration = Duration::from_millis(10);
+mod pool;
 
-/// A pool grows only while the node answered on one of its connections
-/// this recently (see [`Node::ready_mux`]).
-const ANSWERED_LATELY: Duration = Duration::from_millis(300);
-
-/// Connections opened at once for a node whose open ones are all held up
-/// (a burst of commands failing over to it fills a pool fast).
-const MAX_ADDING: usize = 8;
-
-/// One of the [`MAX_ADDING`] rights to open a connection; given back on
-/// drop.
-struct AddingSlot<'a>(&'a AtomicUsize);
-
-impl<'a> AddingSlot<'a> {
-    fn take(adding: &'a AtomicUsize) -> Option<Self> {
-        adding
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < MAX_ADDING).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| AddingSlot(adding))
-    }
-}
-
-impl Drop for AddingSlot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
+use pool::MuxPool;
 
 /// Identity of a node as learned from `HELLO`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,21 +37,10 @@ pub(crate) struct Node {
     /// Latest priority from `HELLO` (starts as `info.priority`).
     priority: AtomicU32,
     client: Client,
-    /// Sent with `AUTH` on the shared connection.
-    password: Option<String>,
     connect_timeout: Duration,
     pool_size: usize,
-    /// See [`DisqueConfig::connections_per_node`].
-    max_muxes: usize,
-    /// The shared connections for every non-blocking command, the first
-    /// one used while it is not held up ([`HELD_UP`]). A plain mutex: it is
-    /// only held to pick and clone a handle, on every command.
-    muxes: StdMutex<Vec<Mux>>,
-    /// Held while opening the first of `muxes`, so concurrent callers open
-    /// one connection, not one each.
-    connecting: Mutex<()>,
-    /// Connections being added to a held-up pool ([`AddingSlot`]).
-    adding: AtomicUsize,
+    /// The shared connections for every non-blocking command.
+    pool: MuxPool,
     /// Idle connections used only for blocking `GETJOB`s.
     idle: StdMutex<Vec<MultiplexedConnection>>,
     /// See [`DisqueConfig::hang_timeout`](crate::DisqueConfig::hang_timeout).
@@ -106,6 +64,7 @@ impl Node {
         pool_size: usize,
     ) -> Result<Self, DisqueError> {
         let password = config.password.as_deref();
+        let pool = MuxPool::new(info.addr.clone(), config);
         let (host, port) = crate::config::parse_addr(&info.addr)?;
         let mut redis_info = redis::RedisConnectionInfo::default().set_skip_set_lib_name();
         if let Some(pw) = password {
@@ -126,13 +85,9 @@ impl Node {
             priority: AtomicU32::new(info.priority),
             info,
             client,
-            password: password.map(str::to_owned),
             connect_timeout: config.connect_timeout,
             pool_size,
-            max_muxes: config.connections_per_node.max(1),
-            muxes: StdMutex::new(Vec::new()),
-            connecting: Mutex::new(()),
-            adding: AtomicUsize::new(0),
+            pool,
             idle: StdMutex::new(Vec::new()),
             hang_timeout: config.hang_timeout,
             health: Health::default(),
@@ -164,135 +119,7 @@ impl Node {
             .client
             .get_multiplexed_async_connection_with_config(&config)
             .await;
-        self.connected(opened)
-    }
-
-    /// Logs a new connection, or names the node in the failure.
-    fn connected<T>(&self, opened: Result<T, redis::RedisError>) -> Result<T, DisqueError> {
-        let conn = opened.map_err(|source| DisqueError::Connect {
-            addr: self.info.addr.clone(),
-            source,
-        })?;
-        tracing::debug!(node = %self.info.addr, "connected to Disque node");
-        Ok(conn)
-    }
-
-    /// A shared connection to send the next command on, without waiting:
-    /// with one connection, that one while it is not held up
-    /// ([`HELD_UP`]); with more, an idle one, else the one with the fewest
-    /// commands waiting (each waits for all before it). `None` when none is
-    /// open, or when every one is held up, another may be opened and the
-    /// node still answers ([`Node::connection`] then opens one).
-    fn ready_mux(&self) -> Option<Mux> {
-        let muxes = self.mux_slot();
-        let now = stamp();
-        if let [only] = muxes.as_slice() {
-            // The common case: a node that answers keeps one connection.
-            return (only.stalled_for(now) < HELD_UP || self.max_muxes == 1).then(|| only.clone());
-        }
-        let mut best: Option<(&Mux, usize)> = None;
-        let mut all_held_up = true;
-        for mux in muxes.iter() {
-            let waiting = mux.in_flight();
-            if waiting == 0 {
-                return Some(mux.clone());
-            }
-            all_held_up &= mux.stalled_for(now) >= HELD_UP;
-            if best.is_none_or(|(_, fewest)| waiting < fewest) {
-                best = Some((mux, waiting));
-            }
-        }
-        let (mux, _) = best?;
-        let grow = all_held_up
-            && muxes.len() < self.max_muxes
-            // A node silent on every connection is stopped or hung, not
-            // slow: more connections would only queue more commands on it.
-            && muxes.iter().any(|m| {
-                Duration::from_micros(now.saturating_sub(m.last_reply())) < ANSWERED_LATELY
-            });
-        if grow {
-            return None;
-        }
-        Some(mux.clone())
-    }
-
-    /// The connection for a command when [`Node::ready_mux`] had none:
-    /// opens the first connection (waiting for it), or adds one to a pool
-    /// whose connections are all held up. Adding is bounded by the hang
-    /// timeout and done by [`MAX_ADDING`] callers at a time; the others,
-    /// and this one if it fails, use the least held-up open connection.
-    async fn connection(&self) -> Result<Mux, DisqueError> {
-        if self.mux_slot().is_empty() {
-            return self.first_connection().await;
-        }
-        if let Some(_adding) = AddingSlot::take(&self.adding) {
-            if self.ready_mux().is_none() {
-                match self.open_mux(self.hang_timeout).await {
-                    Ok(mux) => {
-                        let mut muxes = self.mux_slot();
-                        if muxes.len() >= self.max_muxes {
-                            // Others added the last ones meanwhile: this one
-                            // serves this command only.
-                            return Ok(mux);
-                        }
-                        muxes.push(mux.clone());
-                        tracing::debug!(
-                            node = %self.info.addr,
-                            connections = muxes.len(),
-                            "every connection to the node is held up by a slow reply; opened another"
-                        );
-                        return Ok(mux);
-                    }
-                    Err(e) => {
-                        tracing::debug!(node = %self.info.addr, cause = %e, "could not add a connection");
-                    }
-                }
-            }
-        }
-        match self.least_held_up() {
-            Some(mux) => Ok(mux),
-            // Every connection failed meanwhile.
-            None => self.first_connection().await,
-        }
-    }
-
-    /// Opens the first connection (also after every one failed); callers
-    /// arriving meanwhile wait for it and share it.
-    async fn first_connection(&self) -> Result<Mux, DisqueError> {
-        let _connecting = self.connecting.lock().await;
-        // Another caller may have connected while we waited.
-        if let Some(mux) = self.mux_slot().first() {
-            return Ok(mux.clone());
-        }
-        let mux = self.open_mux(self.connect_timeout).await?;
-        self.mux_slot().push(mux.clone());
-        Ok(mux)
-    }
-
-    /// The open connection with the fewest commands waiting, if any.
-    fn least_held_up(&self) -> Option<Mux> {
-        self.mux_slot()
-            .iter()
-            .min_by_key(|mux| mux.in_flight())
-            .cloned()
-    }
-
-    /// Opens a shared connection (TCP and `AUTH`) within `timeout`.
-    async fn open_mux(&self, timeout: Duration) -> Result<Mux, DisqueError> {
-        let opened = Mux::connect(&self.info.addr, self.password.as_deref(), timeout).await;
-        self.connected(opened)
-    }
-
-    /// Open shared connections (a failed one is dropped on the way).
-    fn mux_slot(&self) -> std::sync::MutexGuard<'_, Vec<Mux>> {
-        let mut muxes = self
-            .muxes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if muxes.first().is_some_and(Mux::is_failed) {
-            muxes.retain(|mux| !mux.is_failed());
-        }
-        muxes
+        connected(&self.info.addr, opened)
     }
 
     /// Runs a non-blocking command on a shared connection (pipelined with
@@ -308,7 +135,7 @@ impl Node {
         cmd: &redis::Cmd,
         timeout: Duration,
     ) -> Result<Value, DisqueError> {
-        let result = match self.ready_mux() {
+        let result = match self.pool.ready() {
             Some(conn) => {
                 let reply = async { conn.send(cmd).await.map_err(|e| self.mux_error(name, e)) };
                 self.watched(name, reply, Duration::ZERO, timeout).await
@@ -328,7 +155,7 @@ impl Node {
         timeout: Duration,
     ) -> Result<Value, DisqueError> {
         let reply = async {
-            let conn = self.connection().await?;
+            let conn = self.pool.connection().await?;
             conn.send(cmd).await.map_err(|e| self.mux_error(name, e))
         };
         self.watched(name, reply, Duration::ZERO, timeout).await
@@ -401,11 +228,13 @@ impl Node {
         let check = async {
             // A node still answering on another connection is slow, not
             // hung: keep waiting for this reply (up to its timeout).
-            while let Some(answered) = self.answered_within(self.hang_timeout) {
+            while let Some(answered) = self.pool.answered_within(self.hang_timeout) {
                 tokio::time::sleep(self.hang_timeout.saturating_sub(answered)).await;
             }
             if let Some(_probing) = self.health.start_probe() {
-                if !self.answers_ping().await && self.answered_within(self.hang_timeout).is_none() {
+                if !self.answers_ping().await
+                    && self.pool.answered_within(self.hang_timeout).is_none()
+                {
                     self.mark_down("no answer to PING or any command while a command waited");
                 }
             }
@@ -419,18 +248,6 @@ impl Node {
             () = down.cancelled() => Err(self.down_error(name)),
             () = check => Err(self.down_error(name)),
         }
-    }
-
-    /// How long ago the node last answered on one of its shared
-    /// connections, if that is less than `within`.
-    fn answered_within(&self, within: Duration) -> Option<Duration> {
-        let now = stamp();
-        let latest = self.mux_slot().iter().map(Mux::last_reply).max()?;
-        if latest == 0 {
-            return None;
-        }
-        let ago = Duration::from_micros(now.saturating_sub(latest));
-        (ago < within).then_some(ago)
     }
 
     /// True when the node answers a `PING` on a fresh connection within the
@@ -547,8 +364,7 @@ impl Node {
     /// Closes every connection: commands in flight on the shared one get
     /// their replies for up to `drain`, then its tasks are joined.
     pub(crate) async fn disconnect(&self, drain: Duration) {
-        let _connecting = self.connecting.lock().await;
-        let shared = std::mem::take(&mut *self.mux_slot());
+        let shared = self.pool.take_all().await;
         self.drop_connections();
         futures::future::join_all(shared.iter().map(|mux| mux.close(drain))).await;
     }
@@ -556,7 +372,7 @@ impl Node {
     /// Forgets the shared connection and the idle pool (commands still in
     /// flight keep their own handles).
     fn drop_connections(&self) {
-        self.mux_slot().clear();
+        self.pool.clear();
         if let Ok(mut idle) = self.idle.lock() {
             idle.clear();
         }
@@ -645,6 +461,20 @@ pub(crate) fn as_u64(v: &Value) -> Option<u64> {
         Value::SimpleString(s) => s.trim().parse().ok(),
         _ => None,
     }
+}
+
+/// Logs a new connection to the node at `addr`, or names the node in the
+/// failure.
+pub(crate) fn connected<T>(
+    addr: &str,
+    opened: Result<T, redis::RedisError>,
+) -> Result<T, DisqueError> {
+    let conn = opened.map_err(|source| DisqueError::Connect {
+        addr: addr.to_owned(),
+        source,
+    })?;
+    tracing::debug!(node = %addr, "connected to Disque node");
+    Ok(conn)
 }
 
 #[cfg(test)]

@@ -90,7 +90,7 @@ async fn ping_behind_a_slow_command(node: &Node, secs: f64) -> Duration {
     let slow = node.query("DEBUG", &sleep, timeout);
     let ping = async {
         // Past the held-up threshold, so the pool may move on.
-        tokio::time::sleep(HELD_UP * 3).await;
+        tokio::time::sleep(pool::HELD_UP * 3).await;
         let started = std::time::Instant::now();
         node.query("PING", &redis::cmd("PING"), timeout)
             .await
@@ -110,14 +110,14 @@ async fn a_slow_reply_does_not_hold_up_the_next_command() {
         took < Duration::from_millis(500),
         "PING waited {took:?} behind a slow command"
     );
-    assert_eq!(node.mux_slot().len(), 2, "one more connection was opened");
+    assert_eq!(node.pool.len(), 2, "one more connection was opened");
     // A quiet node keeps to its first connection.
     for _ in 0..50 {
         node.query("PING", &redis::cmd("PING"), Duration::from_secs(5))
             .await
             .expect("PING");
     }
-    assert_eq!(node.mux_slot().len(), 2);
+    assert_eq!(node.pool.len(), 2);
     node.disconnect(Duration::from_secs(1)).await;
     server.shutdown().await;
 }
