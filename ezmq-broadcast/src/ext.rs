@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ezmq_core::spi::{Capability, GroupMembership, Runtime, Source};
+use ezmq_core::spi::{GroupMembership, Runtime, Source};
 use ezmq_core::{
     handler_fn, json_handler, BoxError, ConsumeOptions, Handler, Job, ListenerHandle, MqClient,
     PushOptions, Result, Topic,
@@ -370,7 +370,6 @@ async fn push(
     mut options: PushOptions,
 ) -> Result<BroadcastReceipt> {
     let topic: Topic = names::topic(topic)?;
-    runtime.require(Capability::FanOut)?;
     if options.ttl.is_none() {
         let retention = runtime
             .extension(BroadcastState::default)
