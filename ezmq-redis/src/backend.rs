@@ -26,9 +26,10 @@ use crate::source::SourceState;
 
 /// The Redis Streams backend (single server or Redis Cluster).
 ///
-/// * Ordinary commands share one multiplexed connection (a
-///   `ConnectionManager` that reconnects by itself, or a cluster
-///   connection that follows the slot map).
+/// * Ordinary commands share one multiplexed connection (on a single
+///   server the backend's own, made again on the first command after it
+///   died, see `live.rs`; on a cluster a cluster connection that follows
+///   the slot map).
 /// * Blocking reads (`XREADGROUP BLOCK`, `BLPOP`) each take a dedicated
 ///   connection from a small pool, so they never stall other commands.
 /// * Each topic is a stream `<prefix>:{<topic>}:s` read by the consumer
