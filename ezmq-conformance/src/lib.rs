@@ -62,6 +62,9 @@ pub const CASES: &[&str] = &[
     "request_reply",
     "capabilities_are_consistent",
     "idempotent_push_by_message_id",
+    "one_job_id_through_delay_retry_dead_letter",
+    "batch_push",
+    "pause_and_resume_listener",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -94,6 +97,9 @@ macro_rules! behaviour_suite {
             request_reply,
             capabilities_are_consistent,
             idempotent_push_by_message_id,
+            one_job_id_through_delay_retry_dead_letter,
+            batch_push,
+            pause_and_resume_listener,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

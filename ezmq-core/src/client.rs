@@ -84,12 +84,21 @@ impl MqClient for Client {
         self.runtime.ensure_open()?;
         self.runtime.check_payload(&body)?;
         let (telemetry, backend) = (self.runtime.telemetry(), &**self.runtime.backend());
-        crate::telemetry::publish(telemetry, backend, &topic, body, &PushOptions::default()).await
+        crate::producer::publish(telemetry, backend, &topic, body, PushOptions::default()).await
     }
 
     async fn push_with(&self, topic: &str, body: Bytes, options: PushOptions) -> Result<JobId> {
         let topic = Topic::new(topic)?;
-        self.runtime.publish(&topic, body, &options).await
+        self.runtime.publish_owned(&topic, body, options).await
+    }
+
+    async fn push_batch(
+        &self,
+        topic: &str,
+        jobs: Vec<(Bytes, PushOptions)>,
+    ) -> Result<Vec<Result<JobId>>> {
+        let topic = Topic::new(topic)?;
+        self.runtime.publish_batch(&topic, jobs).await
     }
 
     async fn add_listener(

@@ -25,6 +25,31 @@ impl Default for Backoff {
 }
 
 impl Backoff {
+    /// A backoff from `initial` doubling up to `max`.
+    pub fn new(initial: Duration, max: Duration) -> Self {
+        Backoff { initial, max }
+    }
+
+    /// Fails unless `initial <= max <= 7 days`.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.initial > self.max {
+            return Err(Error::invalid_option(
+                "backoff",
+                format!(
+                    "the initial wait {:?} is longer than the longest {:?}",
+                    self.initial, self.max
+                ),
+            ));
+        }
+        if self.max > Duration::from_secs(7 * 24 * 3600) {
+            return Err(Error::invalid_option(
+                "backoff",
+                "the longest wait is limited to 7 days",
+            ));
+        }
+        Ok(())
+    }
+
     /// The wait before the attempt after `failed_attempt` (1-based), without
     /// jitter.
     pub fn delay_after(&self, failed_attempt: u32) -> Duration {

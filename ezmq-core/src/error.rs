@@ -139,6 +139,16 @@ pub enum Error {
         capability: crate::spi::Capability,
     },
 
+    /// One job of a batch push cannot work (invalid options, too large, a
+    /// capability the backend lacks): nothing of the batch was sent.
+    #[error("batch push refused, nothing sent: job {index}: {source}")]
+    BatchRejected {
+        /// The job's position in the batch (0-based).
+        index: usize,
+        /// Why it cannot work.
+        source: Box<Error>,
+    },
+
     /// A remote handler (request-reply) answered with an error.
     #[error("remote handler failed: {message}")]
     Remote {

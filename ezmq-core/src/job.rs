@@ -10,10 +10,11 @@ use crate::error::Result;
 use crate::headers::Headers;
 use crate::topic::Topic;
 
-/// A message id: the one the producer chose
+/// A job's id, the same on every delivery and through delay, retry, dead
+/// letter and requeue: the one the producer chose
 /// ([`PushOptions::with_message_id`](crate::PushOptions::with_message_id)),
-/// otherwise the broker's own (a Disque job id, a Redis stream entry id, a
-/// UUID on RabbitMQ).
+/// else a UUIDv7 core gave the push (see [`JobMeta`](crate::JobMeta)). A
+/// job pushed by another client has the broker's own id.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct JobId(Arc<str>);
 
@@ -23,9 +24,26 @@ impl JobId {
         JobId(Arc::from(id.into()))
     }
 
+    /// A new id: a UUIDv7, so ids sort by creation time (to the
+    /// millisecond, then by a random tail).
+    pub fn generate() -> Self {
+        JobId::new(uuid::Uuid::now_v7().hyphenated().to_string())
+    }
+
     /// The id as a string slice.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// When the id was generated, for an id from [`JobId::generate`];
+    /// `None` for any other id.
+    pub fn created_at(&self) -> Option<std::time::SystemTime> {
+        let uuid = uuid::Uuid::try_parse(&self.0).ok()?;
+        if uuid.get_version_num() != 7 {
+            return None;
+        }
+        let (secs, nanos) = uuid.get_timestamp()?.to_unix();
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos))
     }
 }
 
@@ -116,6 +134,12 @@ impl Job {
     /// Decodes the body as JSON.
     pub fn json<T: DeserializeOwned>(&self) -> Result<T> {
         Ok(serde_json::from_slice(&self.body)?)
+    }
+
+    /// The job's [`JobMeta`]: id, attempt, its own retry policy, when it was
+    /// pushed and scheduled.
+    pub fn meta(&self) -> crate::JobMeta {
+        crate::JobMeta::of(self)
     }
 
     /// This delivery's attempt number, starting at 1: failed attempts

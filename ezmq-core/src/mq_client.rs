@@ -49,6 +49,30 @@ pub trait MqClient: Send + Sync + fmt::Debug {
     /// Pushes a job with explicit options (delay, ttl, headers, id).
     async fn push_with(&self, topic: &str, body: Bytes, options: PushOptions) -> Result<JobId>;
 
+    /// Pushes several jobs to `topic` at once (one round trip, or a few,
+    /// where the broker can pipeline them): each job's id or error, in
+    /// order. Fails as a whole, sending nothing, when one job cannot work
+    /// ([`Error::BatchRejected`](crate::Error::BatchRejected)) or the
+    /// client is shut down. A job whose entry is an error may or may not be
+    /// stored (as for [`MqClient::push_with`]); the others are.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: &dyn ezmq_core::MqClient) -> ezmq_core::Result<()> {
+    /// use ezmq_core::PushOptions;
+    ///
+    /// let jobs = (0..50).map(|n| (n.to_string().into(), PushOptions::new())).collect();
+    /// for result in client.push_batch("emails", jobs).await? {
+    ///     let id = result?;
+    ///     println!("queued {id}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    async fn push_batch(
+        &self,
+        topic: &str,
+        jobs: Vec<(Bytes, PushOptions)>,
+    ) -> Result<Vec<Result<JobId>>>;
+
     /// Starts a listener that runs `handler` for every job of `topic`.
     ///
     /// Success acknowledges the job; an error or a panic gives it back for a
@@ -102,6 +126,14 @@ impl<T: MqClient + ?Sized> MqClient for Arc<T> {
 
     async fn push_with(&self, topic: &str, body: Bytes, options: PushOptions) -> Result<JobId> {
         (**self).push_with(topic, body, options).await
+    }
+
+    async fn push_batch(
+        &self,
+        topic: &str,
+        jobs: Vec<(Bytes, PushOptions)>,
+    ) -> Result<Vec<Result<JobId>>> {
+        (**self).push_batch(topic, jobs).await
     }
 
     async fn add_listener(

@@ -5,8 +5,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::consume_options::Backoff;
 use crate::error::{Error, Result};
 use crate::headers::{Headers, RESERVED_HEADER_PREFIX};
+use crate::job::JobId;
 
 /// Options of one push, the same on every backend. Options only one broker
 /// has (Disque's replication factor, say) go in a typed backend extension
@@ -39,9 +41,21 @@ pub struct PushOptions {
     pub ttl: Option<Duration>,
     /// Headers the message carries to its handler.
     pub headers: Headers,
-    /// The message's id, chosen by the producer (for tracing and
-    /// de-duplication in handlers); unset, the broker's own id.
+    /// The job's id, chosen by the producer: it is the job's
+    /// [`JobId`](crate::JobId), and on a backend with
+    /// [`Capability::IdempotentPush`](crate::spi::Capability::IdempotentPush)
+    /// a second push with the same id stores nothing. Unset: core gives the
+    /// job a new UUIDv7.
     pub message_id: Option<String>,
+    /// The job's own attempt limit, instead of the listener's
+    /// [`ConsumeOptions::max_attempts`](crate::ConsumeOptions::max_attempts)
+    /// (1: never retried).
+    pub max_attempts: Option<u32>,
+    /// The job's own retry backoff, instead of the listener's.
+    pub backoff: Option<Backoff>,
+    /// An existing job's id to keep (a requeue): the job keeps it, without
+    /// deduplication.
+    job_id: Option<String>,
     backend: Option<Arc<dyn Any + Send + Sync>>,
 }
 
@@ -52,6 +66,9 @@ impl fmt::Debug for PushOptions {
             .field("ttl", &self.ttl)
             .field("headers", &self.headers)
             .field("message_id", &self.message_id)
+            .field("max_attempts", &self.max_attempts)
+            .field("backoff", &self.backoff)
+            .field("job_id", &self.job_id)
             .field("backend_options", &self.backend.is_some())
             .finish()
     }
@@ -98,6 +115,42 @@ impl PushOptions {
         self
     }
 
+    /// Sets [`PushOptions::max_attempts`]: this job's attempt limit.
+    #[must_use]
+    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = Some(max_attempts);
+        self
+    }
+
+    /// This job is never retried: its first failure dead-letters it
+    /// (`with_max_attempts(1)`).
+    #[must_use]
+    pub fn without_retry(self) -> Self {
+        self.with_max_attempts(1)
+    }
+
+    /// Sets [`PushOptions::backoff`]: this job's wait between attempts,
+    /// `initial` doubling up to `max` (as
+    /// [`ConsumeOptions::with_backoff`](crate::ConsumeOptions::with_backoff)).
+    #[must_use]
+    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.backoff = Some(Backoff::new(initial, max));
+        self
+    }
+
+    /// Keeps an existing job's id (to push a dead letter back, say). Unlike
+    /// [`PushOptions::with_message_id`] it is never deduplicated.
+    #[must_use]
+    pub fn with_job_id(mut self, id: &JobId) -> Self {
+        self.job_id = Some(id.as_str().to_owned());
+        self
+    }
+
+    /// The id set by [`PushOptions::with_job_id`].
+    pub fn job_id(&self) -> Option<&str> {
+        self.job_id.as_deref()
+    }
+
     /// Attaches options for one backend (for instance
     /// `ezmq_disque::DisquePushOptions`); other backends ignore them.
     #[must_use]
@@ -141,6 +194,15 @@ impl PushOptions {
                     "must be 1 to 200 bytes long",
                 ));
             }
+        }
+        if self.max_attempts == Some(0) {
+            return Err(Error::invalid_option(
+                "max_attempts",
+                "must be at least 1 (1: never retried)",
+            ));
+        }
+        if let Some(backoff) = &self.backoff {
+            backoff.validate()?;
         }
         for (name, _) in self.headers.iter() {
             if name.is_empty() {

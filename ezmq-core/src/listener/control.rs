@@ -26,6 +26,8 @@ pub(crate) struct Control {
     done: CancellationToken,
     /// Handlers running right now.
     in_flight: AtomicUsize,
+    /// True while paused ([`Control::set_paused`]).
+    paused: tokio::sync::watch::Sender<bool>,
 }
 
 impl Control {
@@ -36,6 +38,7 @@ impl Control {
             deadline: Mutex::new(None),
             done: CancellationToken::new(),
             in_flight: AtomicUsize::new(0),
+            paused: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -94,6 +97,23 @@ impl Control {
     /// down with the runtime).
     pub(crate) fn done_guard(&self) -> DropGuard {
         self.done.clone().drop_guard()
+    }
+
+    /// Pauses (`true`) or resumes the fetch loop.
+    pub(crate) fn set_paused(&self, paused: bool) {
+        self.paused.send_replace(paused);
+    }
+
+    /// True while paused.
+    pub(crate) fn is_paused(&self) -> bool {
+        *self.paused.borrow()
+    }
+
+    /// Completes once the listener is not paused.
+    pub(crate) async fn resumed(&self) {
+        let mut paused = self.paused.subscribe();
+        // The sender lives as long as `self`: `wait_for` cannot fail here.
+        let _ = paused.wait_for(|paused| !*paused).await;
     }
 
     pub(crate) fn in_flight(&self) -> usize {

@@ -2,8 +2,40 @@
 //! given the attempt and the listener's policy. The listener acts on it
 //! and telemetry records it, so the two cannot disagree.
 
-use crate::consume_options::ConsumeOptions;
+use crate::consume_options::{Backoff, ConsumeOptions};
+use crate::job::Job;
+use crate::job_meta::{BACKOFF_HEADER, MAX_ATTEMPTS_HEADER};
 use crate::telemetry::Settle;
+
+/// The retry policy one job runs under: the listener's, with the job's own
+/// overrides from its [`JobMeta`](crate::JobMeta) (attempt limit, backoff).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Policy {
+    pub(super) max_attempts: u32,
+    pub(super) backoff: Backoff,
+    pub(super) at_most_once: bool,
+}
+
+impl Policy {
+    /// `job`'s policy under a listener with `options`. A job without
+    /// overrides (most) costs two header lookups.
+    pub(super) fn of(job: &Job, options: &ConsumeOptions) -> Self {
+        let headers = job.headers();
+        let overridden =
+            headers.get(MAX_ATTEMPTS_HEADER).is_some() || headers.get(BACKOFF_HEADER).is_some();
+        let meta = overridden.then(|| job.meta());
+        let meta = meta.as_ref();
+        Policy {
+            max_attempts: meta
+                .and_then(|m| m.max_attempts)
+                .unwrap_or(options.max_attempts),
+            backoff: meta
+                .and_then(|m| m.backoff.clone())
+                .unwrap_or_else(|| options.backoff.clone()),
+            at_most_once: options.at_most_once,
+        }
+    }
+}
 
 /// How a handler run ended.
 #[derive(Debug)]
@@ -36,7 +68,7 @@ pub(super) enum Decision {
 impl Decision {
     /// The decision for `outcome` of delivery `attempt` (1-based) under
     /// `options`.
-    pub(super) fn of(outcome: Outcome, attempt: u32, options: &ConsumeOptions) -> Self {
+    pub(super) fn of(outcome: Outcome, attempt: u32, options: &Policy) -> Self {
         match outcome {
             Outcome::Done if options.at_most_once => Decision::Taken { failure: None },
             Outcome::Failed { message, .. } if options.at_most_once => Decision::Taken {
@@ -72,6 +104,33 @@ impl Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job::JobId;
+    use crate::topic::Topic;
+    use crate::{JobMeta, PushOptions};
+    use std::time::Duration;
+
+    fn policy(options: &ConsumeOptions) -> Policy {
+        let job = Job::new(JobId::new("j"), Topic::new("t").unwrap(), "x".into());
+        Policy::of(&job, options)
+    }
+
+    #[test]
+    fn a_job_s_own_policy_overrides_the_listener_s() {
+        let mut push = PushOptions::new()
+            .without_retry()
+            .with_backoff(Duration::from_secs(1), Duration::from_secs(2));
+        let id = JobMeta::stamp(&mut push);
+        let job = Job::new(id, Topic::new("t").unwrap(), "x".into()).with_headers(push.headers);
+        let listener = ConsumeOptions::new().with_max_attempts(5);
+        let own = Policy::of(&job, &listener);
+        assert_eq!(own.max_attempts, 1);
+        assert_eq!(own.backoff.initial, Duration::from_secs(1));
+        assert_eq!(
+            Decision::of(failed(false), 1, &own).settle(),
+            Settle::DeadLetter { permanent: false }
+        );
+        assert_eq!(policy(&listener).max_attempts, 5);
+    }
 
     fn failed(permanent: bool) -> Outcome {
         Outcome::Failed {
@@ -82,7 +141,7 @@ mod tests {
 
     #[test]
     fn retries_until_the_last_attempt_then_dead_letters() {
-        let options = ConsumeOptions::new().with_max_attempts(3);
+        let options = policy(&ConsumeOptions::new().with_max_attempts(3));
         let retry = Decision::Retry {
             message: "boom".into(),
         };
@@ -101,20 +160,20 @@ mod tests {
 
     #[test]
     fn permanent_errors_skip_the_retries() {
-        let options = ConsumeOptions::new().with_max_attempts(5);
+        let options = policy(&ConsumeOptions::new().with_max_attempts(5));
         let decision = Decision::of(failed(true), 1, &options);
         assert_eq!(decision.settle(), Settle::DeadLetter { permanent: true });
     }
 
     #[test]
     fn success_abort_and_at_most_once() {
-        let options = ConsumeOptions::new();
+        let options = policy(&ConsumeOptions::new());
         assert_eq!(Decision::of(Outcome::Done, 1, &options), Decision::Ack);
         assert_eq!(
             Decision::of(Outcome::Aborted, 9, &options),
             Decision::Release
         );
-        let once = ConsumeOptions::new().with_at_most_once(true);
+        let once = policy(&ConsumeOptions::new().with_at_most_once(true));
         assert_eq!(
             Decision::of(failed(false), 1, &once).settle(),
             Settle::Taken { failed: true }

@@ -15,7 +15,7 @@ use crate::push_options::PushOptions;
 use crate::spi::{error_chain, panic_message, Delivery, DeliveryHandle};
 
 use super::dead_letter::DeadLetterRecord;
-use super::decision::{Decision, Outcome};
+use super::decision::{Decision, Outcome, Policy};
 use super::{backoff, Ctx};
 
 /// Runs the delivered job holding `slot`, then settles it with the broker.
@@ -30,12 +30,13 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
         }
     }
     let attempt = job.attempt();
+    let policy = Policy::of(&job, &ctx.options);
     let processing = ctx.telemetry.start();
     let outcome = {
         let _running = ctx.control.track_in_flight();
         run_handler(&ctx, &job, &handle).await
     };
-    let decision = Decision::of(outcome, attempt, &ctx.options);
+    let decision = Decision::of(outcome, attempt, &policy);
     processing.finish(decision.settle());
     match decision {
         Decision::Taken { failure } => {
@@ -70,7 +71,7 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
             .await;
         }
         Decision::Retry { message } => {
-            let delay = backoff::with_jitter(ctx.options.backoff.delay_after(attempt));
+            let delay = backoff::with_jitter(policy.backoff.delay_after(attempt));
             let failed = FailedAttempt {
                 job: &job,
                 attempt,
@@ -186,14 +187,15 @@ async fn dead_letter(
         }
     };
     let mut last_error = None;
-    let options = PushOptions::default();
+    // The dead letter keeps the job's id: one job, one id, dead or alive.
+    let options = PushOptions::default().with_job_id(job.id());
     for push in 1..=DEAD_LETTER_PUSHES {
-        let sending = crate::telemetry::publish(
+        let sending = crate::producer::publish(
             &ctx.sends,
             &*ctx.backend,
             dead_letter_topic,
             body.clone(),
-            &options,
+            options.clone(),
         );
         match sending.await {
             Ok(dead_id) => {

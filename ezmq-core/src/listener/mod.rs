@@ -28,6 +28,7 @@
 //!   (unless the listener is [at most once](crate::ConsumeOptions::at_most_once)).
 
 mod acker;
+mod admission;
 mod backoff;
 mod control;
 mod dead_letter;
@@ -92,6 +93,26 @@ impl ListenerHandle {
     /// client's shutdown).
     pub fn is_running(&self) -> bool {
         !self.control.is_stopping()
+    }
+
+    /// Pauses the listener: it fetches no more jobs until
+    /// [`ListenerHandle::resume`]. Running jobs finish as usual (and a fetch
+    /// already in flight runs what it returns); jobs the backend holds
+    /// prefetched for it are given back to the broker at once, so other
+    /// listeners get them. A paused listener still stops and drains as
+    /// usual. Pausing a paused listener does nothing.
+    pub fn pause(&self) {
+        self.control.set_paused(true);
+    }
+
+    /// Resumes a paused listener: it fetches again at once.
+    pub fn resume(&self) {
+        self.control.set_paused(false);
+    }
+
+    /// True while the listener is paused.
+    pub fn is_paused(&self) -> bool {
+        self.control.is_paused()
     }
 
     /// True once the listener has stopped and every one of its jobs has been

@@ -17,7 +17,7 @@ use crate::telemetry;
 
 use super::acker::{self, AckQueue};
 use super::backoff::FetchBackoff;
-use super::{depth, execution, Ctx};
+use super::{admission, depth, execution, Ctx};
 
 /// Runs the listener: starts its acker and heartbeat ticker, fetches until
 /// stopped, then waits for its jobs to be ACKed or given back.
@@ -65,7 +65,7 @@ async fn join(task: &'static str, handle: Option<JoinHandle<()>>) {
 async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
     let mut errors = FetchBackoff::new(&ctx.options.fetch_error_backoff);
     loop {
-        let Some(permits) = free_slots(ctx).await else {
+        let Some(permits) = admission::admit(ctx).await else {
             return;
         };
         // A fetch in flight is awaited, not dropped: it is bounded by
@@ -82,6 +82,13 @@ async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
                     give_back(jobs, "listener stopping").await;
                     return;
                 }
+                if ctx.control.is_paused() {
+                    // Paused while the fetch was in flight: none of them
+                    // starts (the admission step then waits for a resume).
+                    drop(permits);
+                    give_back(jobs, "listener paused").await;
+                    continue;
+                }
                 dispatch(ctx, jobs, permits).await;
             }
             Err(err) => {
@@ -94,56 +101,6 @@ async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
                     () = tokio::time::sleep(delay) => {}
                 }
             }
-        }
-    }
-}
-
-/// How long the fetch loop waits for more slots to free up once one is free
-/// but fewer than half are (see [`free_slots`]).
-const LINGER: Duration = Duration::from_millis(1);
-
-/// Waits for at least one free slot, then takes every other free one, up to
-/// the concurrency. `None` once the listener is stopping.
-///
-/// On a busy listener slots come back a few at a time (as ACK batches are
-/// answered); fetching at once for every one of them means many small
-/// `GETJOB`s. So when fewer than half the slots are free, it waits up to
-/// [`LINGER`] for that half before fetching. An idle listener has all its
-/// slots free and fetches at once: the wait costs latency only when the
-/// listener is saturated, where jobs wait in the queue anyway.
-async fn free_slots(ctx: &Ctx) -> Option<Vec<OwnedSemaphorePermit>> {
-    let first = tokio::select! {
-        biased;
-        () = ctx.control.stopping() => return None,
-        permit = Arc::clone(&ctx.slots).acquire_owned() => permit.ok()?,
-    };
-    let concurrency = ctx.options.concurrency;
-    let mut permits = Vec::with_capacity(concurrency);
-    permits.push(first);
-    take_free(ctx, &mut permits);
-    let half = concurrency.div_ceil(2);
-    if permits.len() < half {
-        let linger = tokio::time::sleep(LINGER);
-        tokio::pin!(linger);
-        while permits.len() < half {
-            tokio::select! {
-                biased;
-                () = ctx.control.stopping() => return None,
-                permit = Arc::clone(&ctx.slots).acquire_owned() => permits.push(permit.ok()?),
-                () = &mut linger => break,
-            }
-            take_free(ctx, &mut permits);
-        }
-    }
-    Some(permits)
-}
-
-/// Takes every slot free right now, up to the concurrency.
-fn take_free(ctx: &Ctx, permits: &mut Vec<OwnedSemaphorePermit>) {
-    while permits.len() < ctx.options.concurrency {
-        match Arc::clone(&ctx.slots).try_acquire_owned() {
-            Ok(permit) => permits.push(permit),
-            Err(_) => break,
         }
     }
 }

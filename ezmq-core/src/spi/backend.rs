@@ -71,7 +71,40 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// backend's durability settings say), with its id. Only called with
     /// a delay when the backend reports
     /// [`Capability::DelayedDelivery`].
+    ///
+    /// Core has stamped the job ([`JobMeta::stamp`](crate::JobMeta::stamp)):
+    /// its id and metadata are in `options.headers`, which the backend
+    /// stores as they are and gives back on every delivery; the id it
+    /// returns and delivers is the `ezmq-message-id` header's.
+    /// `options.message_id` is set only when the producer chose the id:
+    /// that is the one to deduplicate on
+    /// ([`Capability::IdempotentPush`]).
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId>;
+
+    /// Stores several stamped messages of one topic; each one's id or
+    /// error, in order. The default publishes them concurrently (which a
+    /// multiplexed connection pipelines); backends with a cheaper batch
+    /// (one pipeline, one confirm wait) override it.
+    async fn publish_batch(
+        &self,
+        topic: &Topic,
+        jobs: &[(Bytes, PushOptions)],
+    ) -> Vec<Result<JobId>> {
+        let sends = jobs
+            .iter()
+            .map(|(body, options)| self.publish(topic, body.clone(), options));
+        futures::future::join_all(sends).await
+    }
+
+    /// The listener on `source` stops receiving for a while (it is
+    /// paused): give back whatever the backend holds prefetched for it, so
+    /// other consumers get those jobs now. The next
+    /// [`Backend::receive`] starts again. The default does nothing (a
+    /// backend that prefetches nothing).
+    async fn pause_receiving(&self, source: &Source) -> Result<()> {
+        let _ = source;
+        Ok(())
+    }
 
     /// Takes up to `max` messages from `source`, waiting up to `wait` for
     /// the first one; an empty vector means none arrived in time.

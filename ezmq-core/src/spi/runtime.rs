@@ -18,8 +18,9 @@ use crate::extensions::Extensions;
 use crate::handler::Handler;
 use crate::job::JobId;
 use crate::listener::{self, ListenerHandle};
+use crate::producer;
 use crate::push_options::PushOptions;
-use crate::telemetry::{self, Telemetry};
+use crate::telemetry::Telemetry;
 use crate::topic::Topic;
 
 use super::backend::Backend;
@@ -198,15 +199,46 @@ impl Runtime {
         Ok(())
     }
 
-    /// Publishes to an already validated (possibly internal) topic.
+    /// Publishes to an already validated (possibly internal) topic through
+    /// the producer pipeline (checks, job id and metadata, trace context,
+    /// metrics); the job's id.
     pub async fn publish(
         &self,
         topic: &Topic,
         body: Bytes,
         options: &PushOptions,
     ) -> Result<JobId> {
-        self.check_push(&body, options)?;
-        telemetry::publish(&self.telemetry, &*self.backend, topic, body, options).await
+        self.publish_owned(topic, body, options.clone()).await
+    }
+
+    /// [`Runtime::publish`] with owned options (no copy).
+    pub(crate) async fn publish_owned(
+        &self,
+        topic: &Topic,
+        body: Bytes,
+        options: PushOptions,
+    ) -> Result<JobId> {
+        self.check_push(&body, &options)?;
+        producer::publish(&self.telemetry, &*self.backend, topic, body, options).await
+    }
+
+    /// Publishes a batch to an already validated topic through the
+    /// producer pipeline and [`Backend::publish_batch`]: each job's id or
+    /// error, in order. Every job is checked first; one that cannot work
+    /// fails the whole batch before anything is sent.
+    pub async fn publish_batch(
+        &self,
+        topic: &Topic,
+        jobs: Vec<(Bytes, PushOptions)>,
+    ) -> Result<Vec<Result<JobId>>> {
+        for (index, (body, options)) in jobs.iter().enumerate() {
+            self.check_push(body, options)
+                .map_err(|err| Error::BatchRejected {
+                    index,
+                    source: Box::new(err),
+                })?;
+        }
+        Ok(producer::publish_batch(&self.telemetry, &*self.backend, topic, jobs).await)
     }
 
     /// Broadcasts to every consumer group of an already validated topic
@@ -221,13 +253,13 @@ impl Runtime {
     ) -> Result<Option<usize>> {
         let fan_out = self.fan_out()?;
         self.check_push(&body, options)?;
-        telemetry::publish_to_groups(
+        producer::publish_to_groups(
             &self.telemetry,
             self.backend.name(),
             fan_out,
             topic,
             body,
-            options,
+            options.clone(),
         )
         .await
     }

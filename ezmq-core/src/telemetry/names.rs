@@ -66,6 +66,9 @@ pub const OPERATION_NAME: &str = "messaging.operation.name";
 /// Attribute: the message id.
 pub const MESSAGE_ID: &str = "messaging.message.id";
 
+/// Attribute: the number of messages a batch push sent.
+pub const BATCH_COUNT: &str = "messaging.batch.message_count";
+
 /// Attribute: the delivery attempt, from 1.
 pub const DELIVERY_ATTEMPT: &str = "messaging.delivery.attempt";
 

@@ -16,29 +16,63 @@ use crate::topic::Topic;
 use super::handles::Telemetry;
 use super::{error_type, names, record_error, send_span, with_trace_context};
 
-/// Publishes through `backend` in a `send {topic}` span, with the span's
-/// trace context in the headers (feature `opentelemetry`), and counts it in
-/// `telemetry`.
+/// Publishes job `id` (already stamped into `options`) through `backend`
+/// in a `send {topic}` span, with the span's trace context in the headers
+/// (feature `opentelemetry`), and counts it in `telemetry`.
 pub(crate) async fn publish(
     telemetry: &Telemetry,
     backend: &dyn Backend,
     topic: &Topic,
     body: Bytes,
     options: &PushOptions,
-) -> Result<JobId> {
+    id: &JobId,
+) -> Result<()> {
     let span = send_span(backend.name(), topic);
+    span.record(names::MESSAGE_ID, display(id));
     let options = with_trace_context(&span, options);
-    let published = instrumented(
-        telemetry,
-        topic,
-        &span,
-        backend.publish(topic, body, &options),
-    )
-    .await;
-    if let Ok(id) = &published {
-        span.record(names::MESSAGE_ID, display(id));
+    let started = Instant::now();
+    let sent = backend
+        .publish(topic, body, &options)
+        .instrument(span.clone())
+        .await;
+    let _ = count(telemetry, topic, &span, started, sent.as_ref().map(|_| ()));
+    sent.map(|_| ())
+}
+
+/// Publishes a batch (each job already stamped) through
+/// [`Backend::publish_batch`] in one `send {topic}` span whose trace
+/// context every job carries; counts each job sent or failed.
+pub(crate) async fn publish_batch(
+    telemetry: &Telemetry,
+    backend: &dyn Backend,
+    topic: &Topic,
+    jobs: Vec<(Bytes, PushOptions)>,
+) -> Vec<Result<JobId>> {
+    let span = send_span(backend.name(), topic);
+    span.record(names::BATCH_COUNT, jobs.len());
+    let jobs: Vec<(Bytes, PushOptions)> = jobs
+        .into_iter()
+        .map(|(body, options)| {
+            let options = with_trace_context(&span, &options).into_owned();
+            (body, options)
+        })
+        .collect();
+    let started = Instant::now();
+    let sent = backend
+        .publish_batch(topic, &jobs)
+        .instrument(span.clone())
+        .await;
+    for result in &sent {
+        // Only the span's error type is kept: the last failure's.
+        let _ = count(
+            telemetry,
+            topic,
+            &span,
+            started,
+            result.as_ref().map(|_| ()),
+        );
     }
-    published
+    sent
 }
 
 /// A broadcast: [`FanOut::publish_to_groups`] in the same `send {topic}`
@@ -51,8 +85,10 @@ pub(crate) async fn publish_to_groups(
     topic: &Topic,
     body: Bytes,
     options: &PushOptions,
+    id: &JobId,
 ) -> Result<Option<usize>> {
     let span = send_span(system, topic);
+    span.record(names::MESSAGE_ID, display(id));
     let options = with_trace_context(&span, options);
     instrumented(
         telemetry,
@@ -81,4 +117,26 @@ async fn instrumented<T>(
         }
     }
     sent
+}
+
+/// Counts one job sent or failed.
+fn count(
+    telemetry: &Telemetry,
+    topic: &Topic,
+    span: &Span,
+    started: Instant,
+    sent: Result<(), &crate::Error>,
+) -> Result<(), ()> {
+    match sent {
+        Ok(()) => {
+            telemetry.sent(topic, started);
+            Ok(())
+        }
+        Err(err) => {
+            let error_type = error_type(err);
+            record_error(span, error_type);
+            telemetry.send_failed(topic, started, error_type);
+            Err(())
+        }
+    }
 }

@@ -63,6 +63,7 @@ pub fn send_span(system: &'static str, topic: &Topic) -> Span {
         "messaging.operation.type" = "send",
         "messaging.destination.name" = %topic,
         "messaging.message.id" = Empty,
+        "messaging.batch.message_count" = Empty,
         "error.type" = Empty,
     )
 }
@@ -112,6 +113,7 @@ pub fn error_type(err: &Error) -> &'static str {
         Error::NoReply { .. } => "no_reply",
         Error::Shutdown => "shutdown",
         Error::Unsupported { .. } => "unsupported",
+        Error::BatchRejected { .. } => "batch_rejected",
         Error::Remote { .. } => "remote",
     }
 }
