@@ -11,9 +11,10 @@ use serde::Serialize;
 
 use crate::consume_options::ConsumeOptions;
 use crate::error::{BoxError, Result};
-use crate::handler::{handler_fn, json_handler, Permanent};
+use crate::handler::handler_fn;
 use crate::job::{Job, JobId};
 use crate::listener::ListenerHandle;
+use crate::listener_builder::ListenerBuilder;
 use crate::mq_client::MqClient;
 use crate::push_options::PushOptions;
 
@@ -38,6 +39,25 @@ use crate::push_options::PushOptions;
 /// ```
 #[async_trait]
 pub trait MqClientExt: MqClient {
+    /// Starts building a listener on `topic` (see [`ListenerBuilder`]);
+    /// the `add_*_listener*` methods below are shorthands for it.
+    fn listener(&self, topic: &str) -> ListenerBuilder<'_, Self> {
+        ListenerBuilder::new(self, topic)
+    }
+
+    /// Pushes each value encoded as JSON, as one batch
+    /// ([`MqClient::push_batch`]).
+    async fn push_json_batch<T>(&self, topic: &str, values: &[T]) -> Result<Vec<Result<JobId>>>
+    where
+        T: Serialize + Sync,
+    {
+        let mut jobs = Vec::with_capacity(values.len());
+        for value in values {
+            jobs.push((serde_json::to_vec(value)?.into(), PushOptions::default()));
+        }
+        self.push_batch(topic, jobs).await
+    }
+
     /// Pushes `value` encoded as JSON.
     async fn push_json<T>(&self, topic: &str, value: &T) -> Result<JobId>
     where
@@ -122,8 +142,7 @@ pub trait MqClientExt: MqClient {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        let handler = json_handler(f);
-        self.add_listener(topic, Arc::new(handler), options).await
+        self.listener(topic).options(options).json(f).await
     }
 
     /// A typed listener that still sees the delivery: the closure gets the
@@ -157,17 +176,7 @@ pub trait MqClientExt: MqClient {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        let f = Arc::new(f);
-        let handler = handler_fn(move |job: Job| {
-            let f = Arc::clone(&f);
-            async move {
-                let value: T = job
-                    .json()
-                    .map_err(|e| -> BoxError { Box::new(Permanent::new(e)) })?;
-                f(value, job).await.map_err(Into::into)
-            }
-        });
-        self.add_listener(topic, Arc::new(handler), options).await
+        self.listener(topic).options(options).json_job(f).await
     }
 
     /// A listener whose closure gets shared state with every job, as axum's
@@ -204,8 +213,7 @@ pub trait MqClientExt: MqClient {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        let handler = handler_fn(move |job: Job| f(state.clone(), job));
-        self.add_listener(topic, Arc::new(handler), options).await
+        self.listener(topic).options(options).with_state(state, f).await
     }
 }
 

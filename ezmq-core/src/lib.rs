@@ -9,6 +9,7 @@
 //! Most users depend on a backend crate such as `ezmq-disque`, which
 //! re-exports what they need from here.
 
+mod admin;
 mod client;
 mod consume_options;
 mod error;
@@ -20,6 +21,7 @@ mod hooks;
 mod job;
 pub mod job_meta;
 mod listener;
+mod listener_builder;
 mod mq_client;
 mod producer;
 mod push_options;
@@ -27,6 +29,7 @@ pub mod spi;
 pub mod telemetry;
 mod topic;
 
+pub use admin::Admin;
 pub use client::{Client, ClientConfig};
 pub use consume_options::{Backoff, ConsumeOptions, DeadLetter};
 pub use error::{BoxError, ConnectFailure, Error, Result};
@@ -37,6 +40,7 @@ pub use hooks::{FailedAttempt, ListenerHooks};
 pub use job::{Job, JobId};
 pub use job_meta::JobMeta;
 pub use listener::{DeadLetterRecord, ListenerHandle};
+pub use listener_builder::ListenerBuilder;
 pub use mq_client::MqClient;
 pub use push_options::PushOptions;
 pub use topic::{Topic, INTERNAL_PREFIX, INTERNAL_SEPARATOR, MAX_TOPIC_LEN};

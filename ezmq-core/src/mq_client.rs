@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::admin::Admin;
 use crate::consume_options::ConsumeOptions;
 use crate::error::Result;
 use crate::handler::Handler;
@@ -102,6 +103,13 @@ pub trait MqClient: Send + Sync + fmt::Debug {
     /// What the broker can do beyond push and consume.
     fn capabilities(&self) -> Capabilities;
 
+    /// Inspection and maintenance for tools (the command line, a
+    /// dashboard): queue lengths, peeking, groups, this client's
+    /// listeners, taking jobs off a topic.
+    fn admin(&self) -> Admin<'_> {
+        Admin::new(self.runtime())
+    }
+
     /// Stops every listener: no new fetches, in-flight handlers get `grace`
     /// to finish; jobs not finished by then are given back to the broker.
     /// Waits for every background task, then closes the connections. Later
@@ -109,7 +117,8 @@ pub trait MqClient: Send + Sync + fmt::Debug {
     async fn shutdown(&self, grace: Duration) -> Result<()>;
 
     /// The client's runtime, for feature crates (cron, broadcast,
-    /// request-reply). Not part of the application API.
+    /// request-reply) — the SPI's side of the client. Applications and
+    /// tools use [`MqClient::admin`] instead.
     #[doc(hidden)]
     fn runtime(&self) -> &Runtime;
 }

@@ -33,25 +33,23 @@ impl Backend for DisqueBackend {
         ABILITIES
     }
 
-    /// `ADDJOB` (see [`DisqueBackend`]); headers and a producer-chosen
-    /// message id travel in the body's envelope.
+    /// `ADDJOB` (see [`DisqueBackend`]); the job's headers — its id and
+    /// metadata, which core stamped — travel in the body's envelope. A
+    /// push without headers (the SPI called directly) is stored as its
+    /// bare body, with Disque's job id as its id.
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
         if let Some(disque) = options.backend_options::<DisquePushOptions>() {
             disque.validate()?;
         }
-        if options.headers.is_empty() && options.message_id.is_none() {
+        if options.headers.is_empty() {
             return self.add(topic, body, options).await;
         }
-        let mut headers = options.headers.clone();
-        if let Some(id) = &options.message_id {
-            headers.insert(MESSAGE_ID_HEADER, id.as_str());
-        }
-        let stored = envelope::encode(&headers, &body);
-        let id = self.add(topic, stored, options).await?;
-        Ok(match &options.message_id {
-            Some(own) => JobId::new(own.as_str()),
-            None => id,
-        })
+        let stored = envelope::encode(&options.headers, &body);
+        let disque_id = self.add(topic, stored, options).await?;
+        Ok(options
+            .headers
+            .get(MESSAGE_ID_HEADER)
+            .map_or(disque_id, JobId::new))
     }
 
     /// `GETJOB ... WITHCOUNTERS FROM <queue>` on the queue's affinity node.

@@ -2,7 +2,7 @@
 //! ([`FanOut::groups`](ezmq::spi::FanOut::groups)).
 
 use ezmq::spi::{Capability, GroupInfo};
-use ezmq::Client;
+use ezmq::{Client, MqClient};
 use serde::Serialize;
 
 use crate::args::GroupsArgs;
@@ -34,16 +34,13 @@ pub(crate) async fn run(client: &Client, args: GroupsArgs, json: bool) -> CliRes
     const HINT: &str = "the broker's own tools list its consumer queues";
     super::require(client, Capability::FanOut, HINT)?;
     let topic = super::topic(&args.topic)?;
-    let runtime = super::runtime(client);
-    let fan_out = runtime
-        .fan_out()
-        .context(|| "reaching the fan-out capability".to_owned())?;
-    let groups = fan_out
+    let groups = client
+        .admin()
         .groups(&topic)
         .await
         .context(|| format!("listing the groups of {topic:?}"))?
         .ok_or_else(|| CliError::CapabilityMissing {
-            backend: runtime.backend().name(),
+            backend: client.backend_name(),
             what: "listing broadcast groups".to_owned(),
             hint: HINT,
         })?;

@@ -8,7 +8,7 @@ mod push;
 pub(crate) mod serve;
 mod stats;
 
-use ezmq::spi::{Capability, Runtime};
+use ezmq::spi::Capability;
 use ezmq::{Client, MqClient, Topic};
 
 use crate::args::{Cli, Command, CronCommand};
@@ -33,11 +33,6 @@ pub(crate) async fn run(cli: Cli) -> CliResult<()> {
     };
     close(&client).await;
     result
-}
-
-/// The client's runtime (backend and capability accessors).
-fn runtime(client: &Client) -> &Runtime {
-    client.runtime()
 }
 
 /// `name` as a topic, or a usage error.

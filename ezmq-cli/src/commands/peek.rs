@@ -1,11 +1,11 @@
 //! `ezmq peek TOPIC [-n N]`: waiting jobs, oldest first, not consumed.
 
 use ezmq::spi::Capability;
-use ezmq::{Client, Job};
+use ezmq::{Client, Job, MqClient};
 use serde::Serialize;
 
 use crate::args::PeekArgs;
-use crate::exit::{CliError, CliResult, Context};
+use crate::exit::{CliResult, Context};
 use crate::table::{clip, print_json, print_text, Table};
 
 /// One peeked job.
@@ -46,16 +46,8 @@ pub(crate) async fn run(client: &Client, args: PeekArgs, json: bool) -> CliResul
     const HINT: &str = "this broker cannot read a queue without consuming it";
     super::require(client, Capability::Peek, HINT)?;
     let topic = super::topic(&args.topic)?;
-    let runtime = super::runtime(client);
-    let peek = runtime
-        .backend()
-        .peek()
-        .ok_or_else(|| CliError::CapabilityMissing {
-            backend: runtime.backend().name(),
-            what: Capability::Peek.to_string(),
-            hint: HINT,
-        })?;
-    let jobs = peek
+    let jobs = client
+        .admin()
         .peek(&topic, args.count)
         .await
         .context(|| format!("peeking at {topic:?}"))?;

@@ -4,8 +4,8 @@
 use std::io::Write;
 use std::time::Duration;
 
-use ezmq::spi::{Capability, QueueStats};
-use ezmq::{Client, Topic};
+use ezmq::spi::Capability;
+use ezmq::{Admin, Client, MqClient, Topic};
 use serde::Serialize;
 
 use crate::args::StatsArgs;
@@ -50,23 +50,23 @@ pub(crate) async fn run(client: &Client, args: StatsArgs, json: bool) -> CliResu
 
 /// Reads the numbers of every topic.
 async fn collect(client: &Client, topics: &[(Topic, Topic)]) -> CliResult<Vec<TopicStats>> {
-    let runtime = super::runtime(client);
-    let Some(stats) = runtime.backend().queue_stats() else {
+    if !client.capabilities().has(Capability::QueueStats) {
         return Err(crate::exit::CliError::CapabilityMissing {
-            backend: runtime.backend().name(),
+            backend: client.backend_name(),
             what: Capability::QueueStats.to_string(),
             hint: "the broker's own tools show its queue lengths",
         });
-    };
-    let reads = topics.iter().map(|(topic, dead)| read(stats, topic, dead));
+    }
+    let admin = client.admin();
+    let reads = topics.iter().map(|(topic, dead)| read(admin, topic, dead));
     futures::future::try_join_all(reads).await
 }
 
-async fn read(stats: &dyn QueueStats, topic: &Topic, dead: &Topic) -> CliResult<TopicStats> {
+async fn read(admin: Admin<'_>, topic: &Topic, dead: &Topic) -> CliResult<TopicStats> {
     let (waiting, in_flight, dead_letters) = tokio::try_join!(
-        stats.queue_len(topic),
-        stats.in_flight(topic),
-        stats.queue_len(dead),
+        admin.queue_len(topic),
+        admin.in_flight(topic),
+        admin.queue_len(dead),
     )
     .context(|| format!("reading the stats of {topic:?}"))?;
     Ok(TopicStats {

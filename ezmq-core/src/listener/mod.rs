@@ -73,6 +73,10 @@ pub struct ListenerHandle {
 }
 
 impl ListenerHandle {
+    pub(crate) fn from_control(control: Arc<Control>) -> Self {
+        ListenerHandle { control }
+    }
+
     /// The topic the listener consumes (the broadcast topic for a consumer
     /// group).
     pub fn topic(&self) -> &Topic {

@@ -25,6 +25,13 @@ impl Registry {
         listeners.push(control);
     }
 
+    /// The listeners not yet drained.
+    pub(crate) fn running(&self) -> Vec<Arc<Control>> {
+        let mut listeners = self.lock();
+        listeners.retain(|c| !c.is_done());
+        listeners.clone()
+    }
+
     /// Asks every listener to stop with `grace`.
     pub(crate) fn stop_all(&self, grace: Duration) {
         let listeners = std::mem::take(&mut *self.lock());

@@ -290,6 +290,15 @@ impl Runtime {
         listener::start(self, &self.listeners, source, handler, options)
     }
 
+    /// Handles of this client's listeners that have not drained yet.
+    pub fn listeners(&self) -> Vec<ListenerHandle> {
+        self.listeners
+            .running()
+            .into_iter()
+            .map(ListenerHandle::from_control)
+            .collect()
+    }
+
     /// Stops every listener (each gets `grace`), cancels background work,
     /// waits for every task, then closes the backend.
     pub(crate) async fn shutdown(&self, grace: Duration) -> Result<()> {

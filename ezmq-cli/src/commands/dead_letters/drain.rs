@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ezmq::spi::{Delivery, Source};
+use ezmq::spi::Delivery;
 use ezmq::{
     Client, DeadLetterRecord, Headers, MqClient, PushOptions, Topic, MESSAGE_ID_HEADER,
     RESERVED_HEADER_PREFIX,
@@ -177,9 +177,9 @@ pub(crate) async fn purge(client: &Client, dead: &Topic) -> CliResult<Report> {
         }
         let handles: Vec<_> = batch.iter().map(|d| d.handle.clone()).collect();
         let n = handles.len() as u64;
-        super::super::runtime(client)
-            .backend()
-            .ack_batch(&handles)
+        client
+            .admin()
+            .ack_all(&handles)
             .await
             .context(|| format!("deleting dead letters of {dead:?}"))?;
         report.done += n;
@@ -191,9 +191,9 @@ pub(crate) async fn purge(client: &Client, dead: &Topic) -> CliResult<Report> {
 
 /// Up to [`BATCH`] dead letters; none once the topic is drained.
 async fn receive(client: &Client, dead: &Topic) -> CliResult<Vec<Delivery>> {
-    let backend = super::super::runtime(client).backend();
-    backend
-        .receive(&Source::Topic(dead.clone()), BATCH, DRAINED_AFTER)
+    client
+        .admin()
+        .take(dead, BATCH, DRAINED_AFTER)
         .await
         .context(|| format!("reading the dead letters in {dead:?}"))
 }

@@ -1,0 +1,113 @@
+//! [`Admin`]: the supported way for tools to look inside a broker and act
+//! on it.
+
+use std::time::Duration;
+
+use crate::error::Result;
+use crate::job::Job;
+use crate::listener::ListenerHandle;
+use crate::spi::{Capabilities, Capability, Delivery, DeliveryHandle, GroupInfo, Runtime, Source};
+use crate::topic::Topic;
+
+/// Inspection and maintenance, the same on every backend: what the ezmq
+/// command line (and a dashboard, an ops script) builds on. Get one from
+/// [`MqClient::admin`](crate::MqClient::admin). Each call fails with
+/// [`Error::Unsupported`](crate::Error::Unsupported) on a backend without
+/// the capability it needs.
+///
+/// Topics are [`Topic`]s, so tools can name ezmq's internal ones too
+/// (the queue of a broadcast group, say).
+///
+/// ```no_run
+/// # async fn demo(client: &dyn ezmq_core::MqClient) -> ezmq_core::Result<()> {
+/// use ezmq_core::Topic;
+///
+/// let admin = client.admin();
+/// let orders = Topic::new("orders")?;
+/// println!(
+///     "{}: {} waiting, {:?} in flight, {} listeners here",
+///     admin.backend_name(),
+///     admin.queue_len(&orders).await?,
+///     admin.in_flight(&orders).await?,
+///     admin.listeners().len(),
+/// );
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Admin<'a> {
+    runtime: &'a Runtime,
+}
+
+impl<'a> Admin<'a> {
+    pub(crate) fn new(runtime: &'a Runtime) -> Self {
+        Admin { runtime }
+    }
+
+    /// The broker's name: `disque`, `redis`, `rabbitmq`.
+    pub fn backend_name(&self) -> &'static str {
+        self.runtime.backend().name()
+    }
+
+    /// What the broker can do beyond push and consume.
+    pub fn capabilities(&self) -> Capabilities {
+        self.runtime.backend().capabilities()
+    }
+
+    /// Jobs waiting in `topic` ([`Capability::QueueStats`]).
+    pub async fn queue_len(&self, topic: &Topic) -> Result<u64> {
+        self.runtime.ensure_open()?;
+        match self.runtime.backend().queue_stats() {
+            Some(stats) => stats.queue_len(topic).await,
+            None => Err(self.runtime.unsupported(Capability::QueueStats)),
+        }
+    }
+
+    /// Jobs of `topic` delivered and not yet settled, when the broker can
+    /// count them ([`Capability::QueueStats`]).
+    pub async fn in_flight(&self, topic: &Topic) -> Result<Option<u64>> {
+        self.runtime.ensure_open()?;
+        match self.runtime.backend().queue_stats() {
+            Some(stats) => stats.in_flight(topic).await,
+            None => Err(self.runtime.unsupported(Capability::QueueStats)),
+        }
+    }
+
+    /// Up to `n` waiting jobs of `topic`, oldest first, left in place
+    /// ([`Capability::Peek`]).
+    pub async fn peek(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
+        self.runtime.ensure_open()?;
+        match self.runtime.backend().peek() {
+            Some(peek) => peek.peek(topic, n).await,
+            None => Err(self.runtime.unsupported(Capability::Peek)),
+        }
+    }
+
+    /// The broadcast groups of `topic` ([`Capability::FanOut`]); `None`
+    /// when the broker cannot list them.
+    pub async fn groups(&self, topic: &Topic) -> Result<Option<Vec<GroupInfo>>> {
+        self.runtime.ensure_open()?;
+        self.runtime.fan_out()?.groups(topic).await
+    }
+
+    /// This client's listeners that have not drained yet.
+    pub fn listeners(&self) -> Vec<ListenerHandle> {
+        self.runtime.listeners()
+    }
+
+    /// Takes up to `max` jobs off `topic` without a listener, waiting up
+    /// to `wait` for the first: for tools that move or delete jobs (a
+    /// dead-letter requeue). Each delivery belongs to the caller until its
+    /// handle settles it (or its lease ends and the broker redelivers it).
+    pub async fn take(&self, topic: &Topic, max: usize, wait: Duration) -> Result<Vec<Delivery>> {
+        self.runtime.ensure_open()?;
+        self.runtime
+            .backend()
+            .receive(&Source::Topic(topic.clone()), max, wait)
+            .await
+    }
+
+    /// Acknowledges (deletes) taken jobs at once.
+    pub async fn ack_all(&self, handles: &[DeliveryHandle]) -> Result<()> {
+        self.runtime.backend().ack_batch(handles).await
+    }
+}
