@@ -63,6 +63,22 @@ impl Backend for Counting {
         self.inner.ack_batch(handles).await
     }
 
+    async fn publish_batch(
+        &self,
+        topic: &Topic,
+        jobs: &[(Bytes, PushOptions)],
+    ) -> Vec<Result<JobId>> {
+        self.inner.publish_batch(topic, jobs).await
+    }
+
+    async fn pause_receiving(&self, source: &Source) -> Result<()> {
+        self.inner.pause_receiving(source).await
+    }
+
+    fn delivery_deadline(&self) -> Option<Duration> {
+        self.inner.delivery_deadline()
+    }
+
     async fn close(&self) -> Result<()> {
         self.inner.close().await
     }

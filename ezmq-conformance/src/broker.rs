@@ -8,7 +8,8 @@ use ezmq_core::{Client, Result};
 /// A real broker the suite runs against, as a backend's `tests/` sees it:
 /// where it is and how to connect clients to it.
 ///
-/// Only the first four methods are required; the provided ones are hints
+/// Only the first four methods are required, and
+/// [`Broker::expected_capabilities`]; the provided ones are hints
 /// that make some cases faster or possible (each documents which case uses
 /// it and what happens with the default).
 ///
@@ -29,6 +30,9 @@ use ezmq_core::{Client, Result};
 ///     async fn connect(&self) -> ezmq_core::Result<ezmq_core::Client> {
 ///         todo!("the backend's connect")
 ///     }
+///     fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
+///         ezmq_core::spi::Capabilities::none()
+///     }
 /// }
 /// ```
 #[async_trait]
@@ -41,6 +45,12 @@ pub trait Broker: Send + Sync + 'static {
 
     /// A new client (tests make several, acting as separate processes).
     async fn connect(&self) -> Result<Client>;
+
+    /// The capabilities this backend must report, written down by its
+    /// tests: `capabilities_are_consistent` fails when the backend reports
+    /// one more or one less, so a capability cannot appear or vanish
+    /// unnoticed (each lacking one is also a skip line in its case).
+    fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities;
 
     /// Restarts the broker (connections drop, confirmed messages survive); None when this broker cannot be restarted by the test.
     async fn restart(&self) -> Option<Result<(), String>> {

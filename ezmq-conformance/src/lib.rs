@@ -25,6 +25,10 @@
 //!     async fn connect(&self) -> ezmq_core::Result<ezmq_core::Client> {
 //!         ezmq_disque::connect_url("disque://127.0.0.1:7711").await
 //!     }
+//!     fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
+//!         ezmq_core::spi::Capabilities::all()
+//!             .without(ezmq_core::spi::Capability::IdempotentPush)
+//!     }
 //! }
 //!
 //! behaviour_suite!(Disque);

@@ -213,7 +213,10 @@ pub trait MqClientExt: MqClient {
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Into<BoxError> + 'static,
     {
-        self.listener(topic).options(options).with_state(state, f).await
+        self.listener(topic)
+            .options(options)
+            .with_state(state, f)
+            .await
     }
 }
 

@@ -8,6 +8,47 @@
 //!
 //! Most users depend on a backend crate such as `ezmq-disque`, which
 //! re-exports what they need from here.
+//!
+//! ## The job model
+//!
+//! Every push gets a [`JobId`] before it reaches the broker — the
+//! producer's own ([`PushOptions::with_message_id`]) or a UUIDv7, sortable
+//! by creation time — and a [`JobMeta`] (attempt, its own attempt limit
+//! and backoff, when it was pushed and scheduled), written once by core
+//! into reserved `ezmq-` headers ([`job_meta`]). Backends store headers as
+//! they are and deliver them back, so one job keeps one id through delay,
+//! retry, dead letter and requeue on every broker; the behaviour suite
+//! checks it on each.
+//!
+//! ## One producer pipeline
+//!
+//! A push, a delayed push, a batch ([`MqClient::push_batch`]), a
+//! broadcast, a dead letter, a requeue and a request all take the same
+//! steps: validate (open client, payload limit, options, capabilities) →
+//! stamp the id and metadata → `send` span, trace context and metrics →
+//! the backend ([`spi::Backend::publish`], [`spi::Backend::publish_batch`]
+//! or [`spi::FanOut::publish_to_groups`]). What later features add to every
+//! push goes in there once.
+//!
+//! ## One admission step
+//!
+//! A listener fetches only what its admission step lets through: nothing
+//! while it is paused ([`ListenerHandle::pause`]; the backend gives back
+//! what it prefetched), then at most its free concurrency slots. Limits
+//! shared across processes plug in there, before a fetch, never inside a
+//! handler that holds a job whose lease runs. After the handler, one retry
+//! decision (outcome, attempt, the listener's policy with the job's own
+//! overrides) settles the job.
+//!
+//! ## Typed access to a backend
+//!
+//! [`Client`] is one type over `Arc<dyn Backend>`. A call only one broker
+//! has (PostgreSQL's push inside the caller's transaction) is an extension
+//! trait in that backend's crate: it reaches its backend with
+//! [`Runtime::backend_as`](spi::Runtime::backend_as), validates with
+//! [`Runtime::check_push`](spi::Runtime::check_push) and stamps with
+//! [`JobMeta::stamp`], so the job it writes is like any other. Tools use
+//! [`MqClient::admin`].
 
 mod admin;
 mod client;

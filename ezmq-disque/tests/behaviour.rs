@@ -25,6 +25,11 @@ impl Broker for Disque {
         "disque"
     }
 
+    fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
+        use ezmq_core::spi::{Capabilities, Capability};
+        Capabilities::all().without(Capability::IdempotentPush)
+    }
+
     fn url(&self) -> String {
         format!("disque://{}", self.0.addrs().join(","))
     }

@@ -27,6 +27,11 @@ impl Broker for DisqueCluster {
         "disque"
     }
 
+    fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
+        use ezmq_core::spi::{Capabilities, Capability};
+        Capabilities::all().without(Capability::IdempotentPush)
+    }
+
     fn url(&self) -> String {
         format!("disque://{}", self.0.addrs().join(","))
     }

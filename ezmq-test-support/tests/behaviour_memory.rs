@@ -24,6 +24,11 @@ impl Broker for Memory {
         MEMORY_BACKEND_NAME
     }
 
+    fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
+        use ezmq_core::spi::Capabilities;
+        Capabilities::all()
+    }
+
     fn url(&self) -> String {
         "memory://".into()
     }

@@ -156,6 +156,11 @@ pub async fn capabilities_are_consistent(ctx: Ctx) {
         backend.capabilities(),
         "client and backend report the same"
     );
+    assert_eq!(
+        caps,
+        ctx.broker().expected_capabilities(),
+        "the backend reports the capabilities its tests expect of it"
+    );
     let accessors = [
         (Capability::QueueStats, backend.queue_stats().is_some()),
         (Capability::Peek, backend.peek().is_some()),

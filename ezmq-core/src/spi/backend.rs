@@ -27,7 +27,7 @@ use super::stats::{Peek, QueueStats};
 /// accessor are reported by [`Backend::abilities`]. [`Backend::capabilities`]
 /// is derived from both, so what a backend reports is what it hands out.
 #[async_trait]
-pub trait Backend: Send + Sync + fmt::Debug + 'static {
+pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
     /// The broker's name in errors and spans: `disque`, `redis`, `rabbitmq`.
     fn name(&self) -> &'static str;
 

@@ -27,6 +27,14 @@ pub trait FanOut: Send + Sync {
         options: &PushOptions,
     ) -> Result<Option<usize>>;
 
+    /// Whether a broadcast can be delayed (`options.delay`). Default
+    /// `true`; a backend that cannot says `false`, and a delayed broadcast
+    /// then fails before anything is sent with
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption).
+    fn delays_broadcasts(&self) -> bool {
+        true
+    }
+
     /// Makes this client a member of `group` on `topic`, creating the group
     /// when it is new (it then gets messages published from now on). A
     /// group without live members is dropped after `retention`.

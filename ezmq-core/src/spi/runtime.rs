@@ -82,6 +82,15 @@ impl Runtime {
         &self.backend
     }
 
+    /// The backend as its concrete type `B`, when it is one: how a backend
+    /// crate offers calls only it has (PostgreSQL's push inside the
+    /// caller's transaction) on any client, through an extension trait of
+    /// its own, while [`Client`](crate::Client) stays one type.
+    pub fn backend_as<B: Backend>(&self) -> Option<&B> {
+        let any: &dyn std::any::Any = &*self.backend;
+        any.downcast_ref::<B>()
+    }
+
     /// The client's metric handles (see [`telemetry`]).
     pub fn telemetry(&self) -> &Arc<Telemetry> {
         &self.telemetry
@@ -253,6 +262,15 @@ impl Runtime {
     ) -> Result<Option<usize>> {
         let fan_out = self.fan_out()?;
         self.check_push(&body, options)?;
+        if options.delay.is_some_and(|d| !d.is_zero()) && !fan_out.delays_broadcasts() {
+            return Err(Error::invalid_option(
+                "delay",
+                format!(
+                    "the {} backend cannot delay a broadcast; push it when it is due (a delayed push to a topic whose listener broadcasts it, say)",
+                    self.backend.name()
+                ),
+            ));
+        }
         producer::publish_to_groups(
             &self.telemetry,
             self.backend.name(),
