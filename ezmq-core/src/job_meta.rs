@@ -74,14 +74,23 @@ pub struct JobMeta {
 impl JobMeta {
     /// The metadata of a delivered job.
     pub fn of(job: &Job) -> Self {
-        let headers = job.headers();
-        let id = job.id().clone();
+        Self::read(job.headers(), job.id().clone(), job.attempt())
+    }
+
+    /// The metadata in `headers` (a dead-letter record's, say): the id of
+    /// the `ezmq-message-id` header (empty when there is none), attempt 1.
+    pub fn from_headers(headers: &Headers) -> Self {
+        let id = JobId::new(headers.get(MESSAGE_ID_HEADER).unwrap_or_default());
+        Self::read(headers, id, 1)
+    }
+
+    fn read(headers: &Headers, id: JobId, attempt: u32) -> Self {
         JobMeta {
             enqueued_at: id
                 .created_at()
                 .or_else(|| time_header(headers, ENQUEUED_AT_HEADER)),
             id,
-            attempt: job.attempt(),
+            attempt,
             max_attempts: headers
                 .get(MAX_ATTEMPTS_HEADER)
                 .and_then(|v| v.parse().ok())

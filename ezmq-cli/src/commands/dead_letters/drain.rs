@@ -13,8 +13,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ezmq::spi::Delivery;
 use ezmq::{
-    Client, DeadLetterRecord, Headers, MqClient, PushOptions, Topic, MESSAGE_ID_HEADER,
-    RESERVED_HEADER_PREFIX,
+    Client, DeadLetterRecord, Headers, JobId, JobMeta, MqClient, PushOptions, Topic,
+    MESSAGE_ID_HEADER, RESERVED_HEADER_PREFIX,
 };
 use futures::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -226,14 +226,24 @@ async fn push_back(
     result
 }
 
-/// The headers a requeued job keeps: every header but ezmq's own
-/// (`ezmq-attempt` and the like), and its message id.
+/// What a requeued job keeps: its id (without deduplication, which would
+/// take the requeue for a repeat of the first push), its own retry policy
+/// and every user header; not ezmq's other headers (`ezmq-attempt` and the
+/// like: the attempts start again).
 fn push_options(headers: &Headers) -> PushOptions {
     let mut options = PushOptions::default();
+    if let Some(id) = headers.get(MESSAGE_ID_HEADER) {
+        options = options.with_job_id(&JobId::new(id));
+    }
+    let meta = JobMeta::from_headers(headers);
+    if let Some(max) = meta.max_attempts {
+        options = options.with_max_attempts(max);
+    }
+    if let Some(backoff) = meta.backoff {
+        options = options.with_backoff(backoff.initial, backoff.max);
+    }
     for (name, value) in headers.iter() {
-        if name == MESSAGE_ID_HEADER {
-            options = options.with_message_id(value);
-        } else if !name.starts_with(RESERVED_HEADER_PREFIX) {
+        if !name.starts_with(RESERVED_HEADER_PREFIX) {
             options = options.with_header(name, value);
         }
     }
@@ -281,9 +291,13 @@ mod tests {
         headers.insert("tenant", "acme");
         headers.insert("ezmq-attempt", "5");
         headers.insert(MESSAGE_ID_HEADER, "order-7");
+        headers.insert("ezmq-max-attempts", "2");
         let options = push_options(&headers);
         assert_eq!(options.headers.get("tenant"), Some("acme"));
         assert_eq!(options.headers.get("ezmq-attempt"), None);
+        assert_eq!(options.job_id(), Some("order-7"), "the id is kept");
+        assert_eq!(options.message_id, None, "never deduplicated");
+        assert_eq!(options.max_attempts, Some(2), "its own policy is kept");
         assert!(options.validate().is_ok());
     }
 }
