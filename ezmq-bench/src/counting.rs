@@ -99,6 +99,10 @@ impl Backend for Counting {
         self.inner.fan_out()
     }
 
+    fn job_store(&self) -> Option<&dyn ezmq_core::spi::JobStore> {
+        self.inner.job_store()
+    }
+
     fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
         self.inner.reply_channel()
     }

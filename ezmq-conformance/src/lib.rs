@@ -69,6 +69,7 @@ pub const CASES: &[&str] = &[
     "one_job_id_through_delay_retry_dead_letter",
     "batch_push",
     "pause_and_resume_listener",
+    "job_store_finds_cancels_and_promotes",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -104,6 +105,7 @@ macro_rules! behaviour_suite {
             one_job_id_through_delay_retry_dead_letter,
             batch_push,
             pause_and_resume_listener,
+            job_store_finds_cancels_and_promotes,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

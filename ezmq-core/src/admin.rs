@@ -4,9 +4,12 @@
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::job::Job;
+use crate::job::{Job, JobId};
 use crate::listener::ListenerHandle;
-use crate::spi::{Capabilities, Capability, Delivery, DeliveryHandle, GroupInfo, Runtime, Source};
+use crate::spi::{
+    Cancelled, Capabilities, Capability, Delivery, DeliveryHandle, GroupInfo, JobInfo, JobState,
+    JobStore, Runtime, Source,
+};
 use crate::topic::Topic;
 
 /// Inspection and maintenance, the same on every backend: what the ezmq
@@ -87,6 +90,49 @@ impl<'a> Admin<'a> {
     pub async fn groups(&self, topic: &Topic) -> Result<Option<Vec<GroupInfo>>> {
         self.runtime.ensure_open()?;
         self.runtime.fan_out()?.groups(topic).await
+    }
+
+    /// Job `id` of `topic`, wherever it is ([`Capability::JobStore`]);
+    /// `None` when it is not found.
+    pub async fn job(&self, topic: &Topic, id: &JobId) -> Result<Option<JobInfo>> {
+        self.job_store()?.job(topic, id).await
+    }
+
+    /// Up to `limit` jobs of `topic` in `state`, by id, after `after`
+    /// ([`Capability::JobStore`]).
+    pub async fn jobs(
+        &self,
+        topic: &Topic,
+        state: JobState,
+        after: Option<&JobId>,
+        limit: usize,
+    ) -> Result<Vec<JobInfo>> {
+        self.job_store()?.jobs(topic, state, after, limit).await
+    }
+
+    /// How many jobs of `topic` are in `state` ([`Capability::JobStore`]).
+    pub async fn count_jobs(&self, topic: &Topic, state: JobState) -> Result<u64> {
+        self.job_store()?.count(topic, state).await
+    }
+
+    /// Removes job `id` of `topic` unless it is running
+    /// ([`Capability::JobStore`]).
+    pub async fn cancel_job(&self, topic: &Topic, id: &JobId) -> Result<Cancelled> {
+        self.job_store()?.cancel(topic, id).await
+    }
+
+    /// Makes a scheduled or retrying job ready now
+    /// ([`Capability::JobStore`]); false when it is neither.
+    pub async fn promote_job(&self, topic: &Topic, id: &JobId) -> Result<bool> {
+        self.job_store()?.promote(topic, id).await
+    }
+
+    fn job_store(&self) -> Result<&'a dyn JobStore> {
+        self.runtime.ensure_open()?;
+        self.runtime
+            .backend()
+            .job_store()
+            .ok_or_else(|| self.runtime.unsupported(Capability::JobStore))
     }
 
     /// This client's listeners that have not drained yet.

@@ -27,7 +27,9 @@ impl Broker for Disque {
 
     fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
         use ezmq_core::spi::{Capabilities, Capability};
-        Capabilities::all().without(Capability::IdempotentPush)
+        Capabilities::all()
+            .without(Capability::IdempotentPush)
+            .without(Capability::JobStore)
     }
 
     fn url(&self) -> String {

@@ -1,7 +1,7 @@
 //! `ezmq peek TOPIC [-n N]`: waiting jobs, oldest first, not consumed.
 
 use ezmq::spi::Capability;
-use ezmq::{Client, Job, MqClient};
+use ezmq::{Client, Job, MqClient, MESSAGE_ID_HEADER};
 use serde::Serialize;
 
 use crate::args::PeekArgs;
@@ -60,6 +60,8 @@ pub(crate) async fn run(client: &Client, args: PeekArgs, json: bool) -> CliResul
         let headers: Vec<String> = job
             .headers
             .iter()
+            // The ID column shows it.
+            .filter(|(k, _)| *k != MESSAGE_ID_HEADER)
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         let body = match (&job.body, &job.body_bytes) {

@@ -170,6 +170,7 @@ pub async fn capabilities_are_consistent(ctx: Ctx) {
         ),
         (Capability::FanOut, backend.fan_out().is_some()),
         (Capability::RequestReply, backend.reply_channel().is_some()),
+        (Capability::JobStore, backend.job_store().is_some()),
     ];
     for (capability, present) in accessors {
         assert_eq!(

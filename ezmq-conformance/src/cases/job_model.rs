@@ -217,3 +217,118 @@ pub async fn pause_and_resume_listener(ctx: Ctx) {
     assert_eq!(recv(&mut a_rx, SOON, "A's job after resume").await, "after");
     shutdown_all(&[a, &b]).await;
 }
+
+/// [`Capability::JobStore`]: scheduled jobs are found by id, listed,
+/// counted, cancelled (then gone) and promoted (then delivered at once); a
+/// running job is not cancelled. A backend without it refuses with
+/// `Error::Unsupported`.
+pub async fn job_store_finds_cancels_and_promotes(ctx: Ctx) {
+    use ezmq_core::spi::{Cancelled, JobState};
+    use ezmq_core::Topic;
+
+    let client = ctx.client();
+    let name = ctx.topic("jobs");
+    let topic = Topic::new(name.as_str()).expect("topic");
+    let admin = client.admin();
+    if !ctx.has(Capability::JobStore) {
+        let refused = admin.count_jobs(&topic, JobState::Scheduled).await;
+        crate::support::assert_unsupported(refused, Capability::JobStore, "count_jobs");
+        ctx.skip_lacking(Capability::JobStore);
+        shutdown(client, Duration::from_secs(5)).await;
+        return;
+    }
+    let later = Duration::from_secs(600);
+    let a = client
+        .push_delay(&name, "a".into(), later)
+        .await
+        .expect("push a");
+    let b = client
+        .push_delay(&name, "b".into(), later)
+        .await
+        .expect("push b");
+    let found = admin
+        .job(&topic, &a)
+        .await
+        .expect("job")
+        .expect("a is found");
+    assert_eq!(found.state, JobState::Scheduled);
+    assert_eq!(found.job.id(), &a);
+    assert_eq!(&found.job.body()[..], b"a");
+    let due = found.due_at.expect("a scheduled job has a due time");
+    let ahead = due
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    assert!(
+        ahead > Duration::from_secs(500),
+        "due in about 600 s: {ahead:?}"
+    );
+    assert_eq!(
+        admin
+            .count_jobs(&topic, JobState::Scheduled)
+            .await
+            .expect("count"),
+        2
+    );
+    let mut listed: Vec<_> = admin
+        .jobs(&topic, JobState::Scheduled, None, 10)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|info| info.job.id().clone())
+        .collect();
+    listed.sort();
+    let mut expected = vec![a.clone(), b.clone()];
+    expected.sort();
+    assert_eq!(listed, expected, "both scheduled jobs are listed");
+
+    assert_eq!(
+        admin.cancel_job(&topic, &a).await.expect("cancel"),
+        Cancelled::Removed
+    );
+    assert!(
+        admin.job(&topic, &a).await.expect("job").is_none(),
+        "a cancelled job is gone"
+    );
+    assert_eq!(
+        admin.cancel_job(&topic, &a).await.expect("cancel again"),
+        Cancelled::NotFound
+    );
+    assert!(
+        admin.promote_job(&topic, &b).await.expect("promote"),
+        "b was scheduled"
+    );
+
+    let (tx, mut rx) = channel::<Job>();
+    let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+    client
+        .add_consume_listener(&name, move |job: Job| {
+            let tx = tx.clone();
+            let mut release = release_rx.clone();
+            async move {
+                let hold = job.body().as_ref() == b"hold";
+                let _ = tx.send(job);
+                if hold {
+                    let _ = release.wait_for(|go| *go).await;
+                }
+                Ok::<(), std::convert::Infallible>(())
+            }
+        })
+        .await
+        .expect("listener");
+    let promoted = recv(&mut rx, SOON, "the promoted job, long before its delay").await;
+    assert_eq!(promoted.id(), &b);
+    let held = client.push(&name, "hold".into()).await.expect("push hold");
+    let running = recv(&mut rx, SOON, "the held job to start").await;
+    assert_eq!(running.id(), &held);
+    assert_eq!(
+        admin
+            .cancel_job(&topic, &held)
+            .await
+            .expect("cancel running"),
+        Cancelled::Running,
+        "a running job is left to its handler"
+    );
+    let _ = release_tx.send(true);
+    assert_quiet(&mut rx, Duration::from_millis(500), "the cancelled job").await;
+    shutdown(client, Duration::from_secs(5)).await;
+}

@@ -30,7 +30,8 @@ pub use failures::{
 pub use idempotence::idempotent_push_by_message_id;
 pub use inspection::{capabilities_are_consistent, peek, queue_len};
 pub use job_model::{
-    batch_push, one_job_id_through_delay_retry_dead_letter, pause_and_resume_listener,
+    batch_push, job_store_finds_cancels_and_promotes, one_job_id_through_delay_retry_dead_letter,
+    pause_and_resume_listener,
 };
 pub use lifecycle::{graceful_shutdown_loses_nothing, resumes_after_broker_restart};
 pub use timing::{delayed_delivery_never_early, long_handler_gets_no_duplicate};

@@ -15,6 +15,7 @@ use super::capability::{Capabilities, Capability};
 use super::claim::ExclusiveClaim;
 use super::delivery::{Delivery, DeliveryHandle};
 use super::fan_out::FanOut;
+use super::job_store::JobStore;
 use super::reply::ReplyChannel;
 use super::source::Source;
 use super::stats::{Peek, QueueStats};
@@ -41,7 +42,8 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
     /// [`Backend::abilities`] plus every capability whose accessor returns
     /// `Some` ([`Backend::queue_stats`], [`Backend::peek`],
     /// [`Backend::exclusive_claim`], [`Backend::fan_out`],
-    /// [`Backend::reply_channel`]). Backends do not override it; a wrapper
+    /// [`Backend::reply_channel`], [`Backend::job_store`]). Backends do not
+    /// override it; a wrapper
     /// forwards the accessors and [`Backend::abilities`] instead.
     fn capabilities(&self) -> Capabilities {
         let own = self.abilities();
@@ -59,6 +61,7 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
             (Capability::ExclusiveClaim, self.exclusive_claim().is_some()),
             (Capability::FanOut, self.fan_out().is_some()),
             (Capability::RequestReply, self.reply_channel().is_some()),
+            (Capability::JobStore, self.job_store().is_some()),
         ] {
             if present {
                 caps = caps.with(capability);
@@ -157,6 +160,11 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
 
     /// [`ReplyChannel`], when the backend has it.
     fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
+        None
+    }
+
+    /// [`JobStore`], when the backend has it.
+    fn job_store(&self) -> Option<&dyn JobStore> {
         None
     }
 }

@@ -30,11 +30,14 @@ pub enum Capability {
     /// window) stores nothing, atomically: the safe retry after an
     /// [`Error::OutcomeUnknown`](crate::Error::OutcomeUnknown).
     IdempotentPush,
+    /// Finding jobs by id and state, cancelling and promoting them
+    /// ([`JobStore`](super::JobStore)).
+    JobStore,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 8] = [
+    pub const ALL: [Capability; 9] = [
         Capability::DelayedDelivery,
         Capability::LeaseExtension,
         Capability::QueueStats,
@@ -43,6 +46,7 @@ impl Capability {
         Capability::FanOut,
         Capability::RequestReply,
         Capability::IdempotentPush,
+        Capability::JobStore,
     ];
 
     /// A short human name, e.g. `delayed delivery`.
@@ -56,6 +60,7 @@ impl Capability {
             Capability::FanOut => "fan-out (consumer groups)",
             Capability::RequestReply => "request-reply inboxes",
             Capability::IdempotentPush => "idempotent push by message id",
+            Capability::JobStore => "job store (jobs by id and state)",
         }
     }
 

@@ -10,7 +10,7 @@
 //! JetStream's `Message` do.
 //!
 //! Optional abilities are separate small traits — [`QueueStats`], [`Peek`],
-//! [`ExclusiveClaim`], [`FanOut`], [`ReplyChannel`] — that a backend hands
+//! [`ExclusiveClaim`], [`FanOut`], [`ReplyChannel`], [`JobStore`] — that a backend hands
 //! out from [`Backend`]'s accessors. The [`Capabilities`] report,
 //! [`Backend::capabilities`], is derived: one capability per accessor that
 //! returns `Some`, plus the abilities that are a flag on the core calls
@@ -26,6 +26,7 @@ mod delivery;
 pub mod envelope;
 mod failure_text;
 mod fan_out;
+mod job_store;
 mod reply;
 mod runtime;
 mod source;
@@ -37,6 +38,7 @@ pub use claim::ExclusiveClaim;
 pub use delivery::{Delivery, DeliveryHandle, Settle};
 pub use failure_text::{error_chain, panic_message};
 pub use fan_out::{FanOut, GroupInfo, GroupMembership};
+pub use job_store::{Cancelled, JobInfo, JobState, JobStore};
 pub use reply::{Inbox, ReplyChannel};
 pub use runtime::Runtime;
 pub use source::Source;

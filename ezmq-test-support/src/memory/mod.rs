@@ -30,6 +30,7 @@
 
 mod fan_out;
 mod inspect;
+mod jobs;
 mod queue;
 mod reply;
 mod settle;
@@ -284,9 +285,10 @@ impl MemoryBackend {
         // without core (a test calling the backend directly) gets one of
         // the broker's own.
         let headers = options.headers.clone();
-        let id = match headers.get(MESSAGE_ID_HEADER) {
-            Some(id) => JobId::new(id),
-            None => JobId::new(format!("mem-{:012}", state.next_seq())),
+        let id = match (headers.get(MESSAGE_ID_HEADER), &options.message_id) {
+            (Some(id), _) => JobId::new(id),
+            (None, Some(id)) => JobId::new(id.as_str()),
+            (None, None) => JobId::new(format!("mem-{:012}", state.next_seq())),
         };
         Message {
             id,
@@ -430,6 +432,10 @@ impl Backend for MemoryBackend {
     }
 
     fn fan_out(&self) -> Option<&dyn FanOut> {
+        Some(self)
+    }
+
+    fn job_store(&self) -> Option<&dyn ezmq_core::spi::JobStore> {
         Some(self)
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use ezmq_core::spi::{Cancelled, JobState};
 use ezmq_core::{Headers, Job, JobId, Topic};
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -186,5 +187,73 @@ impl Queue {
             .iter()
             .filter(move |m| !m.is_expired(now))
             .take(n)
+    }
+
+    /// Every live message in `state`, with when it comes due (delayed
+    /// ones). Delayed messages are retrying when their next delivery is a
+    /// second attempt or later.
+    pub(super) fn in_state(
+        &self,
+        state: JobState,
+        now: Instant,
+    ) -> Vec<(&Message, Option<Instant>)> {
+        let live = |m: &&Message| !m.is_expired(now);
+        match state {
+            JobState::Ready => self.ready.iter().filter(live).map(|m| (m, None)).collect(),
+            JobState::Running => self
+                .leased
+                .values()
+                .map(|lease| &lease.message)
+                .filter(live)
+                .map(|m| (m, None))
+                .collect(),
+            JobState::Scheduled | JobState::Retrying => {
+                let retrying = state == JobState::Retrying;
+                self.delayed
+                    .iter()
+                    .filter(|(_, m)| live(m) && (m.attempt > 1) == retrying)
+                    .map(|((due, _), m)| (m, Some(*due)))
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Removes message `id` unless it is leased.
+    pub(super) fn cancel(&mut self, id: &JobId) -> Cancelled {
+        if let Some(at) = self.ready.iter().position(|m| &m.id == id) {
+            self.ready.remove(at);
+            return Cancelled::Removed;
+        }
+        let delayed = self
+            .delayed
+            .iter()
+            .find(|(_, m)| &m.id == id)
+            .map(|(k, _)| *k);
+        if let Some(key) = delayed {
+            self.delayed.remove(&key);
+            return Cancelled::Removed;
+        }
+        if self.leased.values().any(|lease| &lease.message.id == id) {
+            return Cancelled::Running;
+        }
+        Cancelled::NotFound
+    }
+
+    /// Makes delayed message `id` ready now; false when it is not delayed.
+    pub(super) fn promote(&mut self, id: &JobId) -> bool {
+        let delayed = self
+            .delayed
+            .iter()
+            .find(|(_, m)| &m.id == id)
+            .map(|(k, _)| *k);
+        match delayed.and_then(|key| self.delayed.remove(&key)) {
+            Some(message) => {
+                self.ready.push_back(message);
+                self.notify.notify_waiters();
+                true
+            }
+            None => false,
+        }
     }
 }

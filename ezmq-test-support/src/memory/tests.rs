@@ -211,7 +211,9 @@ async fn a_message_id_seen_within_the_window_stores_nothing() {
     let window = Duration::from_secs(10);
     let backend =
         MemoryBroker::new().backend_with(MemoryConfig::default().with_message_id_window(window));
-    let with_id = PushOptions::new().with_message_id("order-1");
+    // As core's producer pipeline stamps it.
+    let mut with_id = PushOptions::new().with_message_id("order-1");
+    ezmq_core::JobMeta::stamp(&mut with_id);
     let t = topic("orders");
     let first = backend.publish(&t, "1".into(), &with_id).await.unwrap();
     assert_eq!(first.as_str(), "order-1");
