@@ -12,16 +12,13 @@ use ezmq_core::spi::{
     Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, Peek,
     QueueStats, ReplyChannel, Source,
 };
-use ezmq_core::{Error, JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
+use ezmq_core::{Error, JobId, PushOptions, Result, Topic};
 use redis::{Cmd, RedisError, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::Message;
 use crate::config::RedisConfig;
 use crate::conn::{Conn, Connector, Pool, BLOCK_MARGIN};
 use crate::error::{self, RedisBackendError};
-use crate::keys::TopicKeys;
-use crate::scripts;
 use crate::source::SourceState;
 
 /// The Redis Streams backend (single server or Redis Cluster).
@@ -177,7 +174,7 @@ impl Inner {
 
     /// The state of a source only if it exists (publishers notify it of
     /// delayed messages).
-    fn existing_state(&self, source: &Source) -> Option<Arc<SourceState>> {
+    pub(crate) fn existing_state(&self, source: &Source) -> Option<Arc<SourceState>> {
         self.sources.lock().ok()?.get(source).cloned()
     }
 
@@ -226,6 +223,12 @@ impl Inner {
     /// Sent with a read of `key` so that on a cluster it goes to the node
     /// that took the write, over the same connection.
     pub(crate) async fn wait_replicas(&self, key: &str) -> Result<()> {
+        self.replicated(key).await.map_err(Into::into)
+    }
+
+    /// [`wait_replicas`](Self::wait_replicas) with the backend's own error
+    /// (a batch gives each of its jobs a copy).
+    pub(crate) async fn replicated(&self, key: &str) -> std::result::Result<(), RedisBackendError> {
         let Some((replicas, timeout)) = self.config.wait_replicas else {
             return Ok(());
         };
@@ -236,155 +239,20 @@ impl Inner {
             .cmd("WAIT")
             .arg(replicas)
             .arg(ms_ceil(timeout));
-        let (reached,): (i64,) = pipe
-            .query_async(&mut self.conn())
-            .await
-            .map_err(error::command("WAIT"))?;
+        let (reached,): (i64,) = pipe.query_async(&mut self.conn()).await.map_err(|source| {
+            RedisBackendError::Command {
+                command: "WAIT",
+                source,
+            }
+        })?;
         if reached < i64::from(replicas) {
             return Err(RedisBackendError::TooFewReplicas {
                 reached,
                 wanted: replicas,
                 timeout,
-            }
-            .into());
+            });
         }
         Ok(())
-    }
-
-    /// The stored form of a pushed message.
-    pub(crate) fn message(&self, body: Bytes, options: &PushOptions) -> Message {
-        let mut headers = options.headers.clone();
-        if let Some(id) = &options.message_id {
-            headers.insert(MESSAGE_ID_HEADER, id.clone());
-        }
-        Message {
-            body,
-            headers,
-            expires_at: options
-                .ttl
-                .map(|ttl| unix_ms().saturating_add(ms_ceil(ttl))),
-        }
-    }
-
-    /// `XADD` of a push to `topic`'s `stream`, capped by `max_len`, on
-    /// `conn` (see [`Conn::for_push`]).
-    async fn xadd(
-        &self,
-        conn: &mut Conn,
-        topic: &Topic,
-        stream: &str,
-        message: &Message,
-    ) -> Result<String> {
-        let max_len = self.config.stream_max_len;
-        // Sized for the usual push (stream, `*`, body) so building the
-        // command does not reallocate.
-        let args = 4 + 2 * message.headers.len() + 2 + if max_len.is_some() { 3 } else { 0 };
-        let mut cmd = redis::Cmd::with_capacity(args, stream.len() + message.body.len() + 64);
-        cmd.arg("XADD").arg(stream);
-        if let Some(max) = max_len {
-            cmd.arg("MAXLEN").arg("~").arg(max);
-        }
-        cmd.arg("*");
-        message.write_fields(&mut cmd);
-        let id: String = cmd
-            .query_async(conn)
-            .await
-            .map_err(error::push_sent("XADD", topic))?;
-        Ok(id)
-    }
-
-    /// A push with a message id: stored unless a push with that id was
-    /// stored within [`RedisConfig::message_id_window`] (one script, so
-    /// atomic). Returns the first push's job id either way.
-    async fn push_once(
-        &self,
-        conn: &mut Conn,
-        topic: &Topic,
-        id: &str,
-        message: &Message,
-        delay: Option<Duration>,
-    ) -> Result<String> {
-        let prefix = &self.config.key_prefix;
-        let keys = TopicKeys::queue(prefix, topic);
-        let mut invocation = scripts::PUSH_ONCE.prepare_invoke();
-        invocation
-            .key(TopicKeys::message_id(prefix, topic, id))
-            .key(&keys.stream)
-            .key(&keys.delayed)
-            .arg(ms_ceil(self.config.message_id_window).max(1))
-            .arg(id)
-            .arg(self.config.stream_max_len.unwrap_or(0))
-            .arg(delay.map_or(0, ms_ceil));
-        match delay {
-            Some(_) => {
-                invocation.arg(message.delayed_member());
-            }
-            None => {
-                invocation.arg("");
-                for field in message.fields() {
-                    invocation.arg(field);
-                }
-            }
-        }
-        let (stored, first): (i64, String) = invocation
-            .invoke_async(conn)
-            .await
-            .map_err(error::push_sent("message-id push script", topic))?;
-        if stored == 0 {
-            tracing::debug!(%topic, message_id = %id, "push deduplicated: that message id is stored already");
-        }
-        Ok(first)
-    }
-
-    async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
-        self.ensure_open()?;
-        let mut message = self.message(body, options);
-        let delay = options.delay.filter(|d| !d.is_zero());
-        // An error getting the connection means nothing was sent.
-        let mut conn = self
-            .conn()
-            .for_push()
-            .await
-            .map_err(error::command("connect for a push"))?;
-        let stream = TopicKeys::queue_stream(&self.config.key_prefix, topic);
-        let id = match (&options.message_id, delay) {
-            (Some(id), _) => {
-                let first = self
-                    .push_once(&mut conn, topic, id, &message, delay)
-                    .await?;
-                if let Some(delay) = delay {
-                    self.note_delayed(topic, delay);
-                }
-                first
-            }
-            (None, None) => self.xadd(&mut conn, topic, &stream, &message).await?,
-            (None, Some(delay)) => {
-                // A delayed message has no stream entry yet: its id is a
-                // fresh UUID carried as the message id.
-                let id = uuid::Uuid::new_v4().to_string();
-                message.headers.insert(MESSAGE_ID_HEADER, id.clone());
-                let delayed = TopicKeys::queue(&self.config.key_prefix, topic).delayed;
-                let _due: i64 = scripts::SCHEDULE
-                    .key(&delayed)
-                    .arg(ms_ceil(delay))
-                    .arg(message.delayed_member())
-                    .invoke_async(&mut conn)
-                    .await
-                    .map_err(error::push_sent("schedule script", topic))?;
-                self.note_delayed(topic, delay);
-                id
-            }
-        };
-        self.wait_replicas(&stream).await?;
-        Ok(JobId::new(id))
-    }
-
-    /// Tells this instance's listener of `topic`, if any, that a delayed
-    /// message comes due in `delay`.
-    fn note_delayed(&self, topic: &Topic, delay: Duration) {
-        if let Some(state) = self.existing_state(&Source::Topic(topic.clone())) {
-            state.note_due_in(delay);
-        }
     }
 
     async fn close(&self) -> Result<()> {
@@ -416,6 +284,17 @@ impl Backend for RedisBackend {
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
         self.inner.publish(topic, body, options).await
+    }
+
+    /// Immediate and delayed jobs in one pipeline (one round trip); jobs
+    /// with a producer-chosen message id through the message-id script, at
+    /// the same time (see the crate README).
+    async fn publish_batch(
+        &self,
+        topic: &Topic,
+        jobs: &[(Bytes, PushOptions)],
+    ) -> Vec<Result<JobId>> {
+        self.inner.publish_batch(topic, jobs).await
     }
 
     async fn receive(&self, source: &Source, max: usize, wait: Duration) -> Result<Vec<Delivery>> {

@@ -4,8 +4,10 @@
 //! A stream entry has the fields
 //!
 //! * `body`: the body, as is;
-//! * `h:<name>`: one field per header (ezmq's own headers included, such
-//!   as `ezmq-attempt` after a retry and `ezmq-message-id`);
+//! * `h:<name>`: one field per header, as the push gave them: ezmq's own
+//!   included, such as `ezmq-message-id` (the job id core stamped, the
+//!   same through delay, retry and dead letter) and `ezmq-attempt` after
+//!   a retry;
 //! * `expires_at`: the expiry in Unix milliseconds, for a push with a ttl.
 //!
 //! so `XRANGE` in `redis-cli` shows messages readably, and a raw producer

@@ -6,7 +6,7 @@ use redis::{RedisError, RetryMethod};
 
 /// What can go wrong in the Redis backend beyond a Redis error itself.
 /// Carried as the source of [`ezmq_core::Error::Backend`].
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum RedisBackendError {
     /// A Redis command failed.

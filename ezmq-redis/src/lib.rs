@@ -38,6 +38,7 @@ mod error;
 mod fan_out;
 mod keys;
 mod live;
+mod push;
 mod receive;
 mod reply;
 mod scripts;

@@ -57,8 +57,11 @@ impl RedisDelivery {
         }
     }
 
-    /// The message to put back, with `attempt` and a stable message id
-    /// (the first entry's id, so the job keeps its id across retries).
+    /// The message to put back: its headers as stored (core's job id
+    /// among them, so the job keeps its id), with `attempt`. A foreign
+    /// entry (pushed without ezmq, no `ezmq-message-id`) was delivered
+    /// with its entry id as job id: that id goes with it, since the re-add
+    /// makes a new entry.
     fn requeued(&self, attempt: u32) -> Message {
         let mut message = self.message.clone();
         message.headers.insert(ATTEMPT_HEADER, attempt.to_string());

@@ -128,6 +128,22 @@ async fn every_feature_on_a_three_master_cluster() {
         support::forward(&client, topic, options, tx.clone(), support::body_of).await;
     }
     for topic in &topics {
+        // A batch first, on a fresh cluster: its pipeline loads the
+        // schedule script on the topic's node itself.
+        let batch = client
+            .push_batch(
+                topic,
+                vec![
+                    (format!("batch now {topic}").into(), PushOptions::new()),
+                    (
+                        format!("batch delayed {topic}").into(),
+                        PushOptions::new().with_delay(Duration::from_millis(300)),
+                    ),
+                ],
+            )
+            .await
+            .unwrap();
+        assert!(batch.iter().all(Result::is_ok), "{batch:?}");
         client
             .push_delay(topic, "late".into(), Duration::from_secs(3600))
             .await
@@ -162,7 +178,7 @@ async fn every_feature_on_a_three_master_cluster() {
         }
     }
     let mut got = Vec::new();
-    for _ in 0..4 * topics.len() {
+    for _ in 0..6 * topics.len() {
         got.push(
             timeout(Duration::from_secs(15), rx.recv())
                 .await
@@ -179,6 +195,8 @@ async fn every_feature_on_a_three_master_cluster() {
                 format!("delayed {t}"),
                 format!("once {t}"),
                 format!("once delayed {t}"),
+                format!("batch now {t}"),
+                format!("batch delayed {t}"),
             ]
         })
         .collect();

@@ -39,7 +39,15 @@ async fn push_consume_with_headers_and_message_id() {
     assert_eq!(first.body().as_ref(), b"plain");
     assert_eq!(first.id(), &plain);
     assert_eq!(first.attempt(), 1);
-    assert!(first.headers().is_empty());
+    // Only core's own headers (the job id, ...): none of the producer's.
+    assert!(first
+        .headers()
+        .iter()
+        .all(|(name, _)| name.starts_with(ezmq_core::RESERVED_HEADER_PREFIX)));
+    assert_eq!(
+        first.headers().get(ezmq_core::MESSAGE_ID_HEADER),
+        Some(plain.as_str())
+    );
     let second = timeout(LONG, rx.recv()).await.unwrap().unwrap();
     assert_eq!(second.body().as_ref(), &[0u8, 255, 7]);
     assert_eq!(second.id().as_str(), "order-42");
