@@ -3,31 +3,43 @@
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ezmq_core::spi::{Delivery, Source};
 use ezmq_core::{Job, JobId, Result, ATTEMPT_HEADER};
 use futures::{FutureExt, StreamExt};
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::options::{BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
-use lapin::Consumer;
+use lapin::{Channel, Consumer};
 
 use crate::backend::Inner;
 use crate::delivery::{Message, RabbitDelivery, Tracker};
 use crate::error::RabbitError;
+use crate::idle;
 use crate::names::short;
+use crate::prefetch::{self, Sizing};
 use crate::publish::{self, Outgoing, EXPIRES_AT_HEADER, REMAINING_HEADER};
-use crate::session::{close_channel, Session};
+use crate::session::{close_channel, within, Session};
 use crate::topology;
 
-/// A live consumer on one queue.
+/// A consumer channel on one queue and its consumer.
 pub(crate) struct ConsumerState {
     generation: u64,
-    stream: Consumer,
+    /// The `basic.consume` consumer; `None` once cancelled (the listener
+    /// paused): the channel stays open for the acks of the jobs still
+    /// running, and the next receive starts a new consumer on it.
+    stream: Option<Consumer>,
     tracker: Arc<Tracker>,
     prefetch: u16,
-    /// The session's operation timeout, bounding the close.
+    /// When to re-size the prefetch ([`crate::prefetch`]).
+    sizing: Sizing,
+    /// This consumer's id ([`crate::idle`]), new with every
+    /// `basic.consume`.
+    id: u64,
+    /// When the last receive on it ended.
+    last_receive: Instant,
+    /// The session's operation timeout, bounding the close and cancel.
     timeout: Duration,
 }
 
@@ -41,8 +53,11 @@ impl fmt::Debug for ConsumerState {
     }
 }
 
+/// A delivery as lapin hands it over.
+type Raw = lapin::message::Delivery;
+
 /// The slot of one source: `None` until the first receive, and again once
-/// the channel died (the next receive opens a new one).
+/// the channel died or was closed (the next receive opens a new one).
 pub(crate) type Slot = Arc<tokio::sync::Mutex<Option<ConsumerState>>>;
 
 impl ConsumerState {
@@ -53,6 +68,22 @@ impl ConsumerState {
         if let Err(err) = close_channel(channel, self.timeout, queue, "consumer closed").await {
             tracing::debug!(cause = %err, "closing a consumer channel failed");
         }
+    }
+
+    /// True while consumer `id` is this one and active.
+    pub(crate) fn is_watched_by(&self, id: u64) -> bool {
+        self.id == id && self.stream.is_some()
+    }
+
+    /// True when no receive ran for `idle` and none of its deliveries is
+    /// still being handled.
+    pub(crate) fn is_idle(&self, idle: Duration) -> bool {
+        self.last_receive.elapsed() >= idle && self.tracker.outstanding() == 0
+    }
+
+    /// The queue it consumes.
+    pub(crate) fn queue(&self) -> &str {
+        &self.tracker.queue
     }
 
     fn is_usable(&self, session: &Session) -> bool {
@@ -79,44 +110,187 @@ async fn open(
         topology::topic_queue(session, &inner.config, queue).await?;
     }
     let channel = session.channel().await?;
-    // Per consumer (quorum queues refuse a channel-wide limit). RabbitMQ
-    // applies it to consumers started after it, so it is fixed for the
-    // consumer's life: the first fetch's size, the listener's concurrency
-    // (an idle listener fetches with every slot free).
+    let stream = consume(&channel, session.timeout(), queue, prefetch).await?;
+    Ok(ConsumerState {
+        generation: session.generation,
+        stream: Some(stream),
+        tracker: Arc::new(Tracker::new(channel, queue.to_owned())),
+        prefetch,
+        sizing: Sizing::default(),
+        id: idle::next_id(),
+        last_receive: Instant::now(),
+        timeout: session.timeout(),
+    })
+}
+
+/// Starts a consumer on `channel` with a prefetch of its own. Per consumer
+/// (quorum queues refuse a channel-wide limit); RabbitMQ applies it to the
+/// consumers started after it on the channel, so it is fixed for the
+/// consumer's life, and a re-size starts a new consumer
+/// ([`crate::prefetch`]).
+async fn consume(
+    channel: &Channel,
+    timeout: Duration,
+    queue: &str,
+    prefetch: u16,
+) -> Result<Consumer, RabbitError> {
     let qos = channel.basic_qos(prefetch, BasicQosOptions { global: false });
-    session
-        .bounded("basic.qos", queue, async {
-            qos.await
-                .map_err(|e| RabbitError::amqp("basic.qos", queue, e))
-        })
-        .await?;
+    within(timeout, "basic.qos", queue, async {
+        qos.await
+            .map_err(|e| RabbitError::amqp("basic.qos", queue, e))
+    })
+    .await?;
     let consume = channel.basic_consume(
         short("queue", queue)?,
         "".into(),
         BasicConsumeOptions::default(),
         FieldTable::default(),
     );
-    let stream = session
-        .bounded("basic.consume", queue, async {
-            consume
-                .await
-                .map_err(|e| RabbitError::amqp("basic.consume", queue, e))
-        })
-        .await?;
-    tracing::debug!(queue, prefetch, "consumer started");
-    Ok(ConsumerState {
-        generation: session.generation,
-        stream,
-        tracker: Arc::new(Tracker::new(channel, queue.to_owned())),
-        prefetch,
-        timeout: session.timeout(),
+    let stream = within(timeout, "basic.consume", queue, async {
+        consume
+            .await
+            .map_err(|e| RabbitError::amqp("basic.consume", queue, e))
     })
+    .await?;
+    tracing::debug!(queue, prefetch, "consumer started");
+    Ok(stream)
+}
+
+/// Cancels the consumer (`basic.cancel`; the broker delivers nothing more
+/// to it) and takes what it had buffered and not handed out: everything
+/// the broker sent before its `cancel-ok`. The deliveries handed out stay
+/// unacked on the channel, which stays open. Nothing when already
+/// cancelled.
+async fn cancel(state: &mut ConsumerState) -> Result<Vec<Raw>, RabbitError> {
+    let Some(mut stream) = state.stream.take() else {
+        return Ok(Vec::new());
+    };
+    let queue = state.tracker.queue.as_str();
+    let cancel = state
+        .tracker
+        .channel
+        .basic_cancel(stream.tag(), BasicCancelOptions::default());
+    within(state.timeout, "basic.cancel", queue, async {
+        cancel
+            .await
+            .map_err(|e| RabbitError::amqp("basic.cancel", queue, e))
+    })
+    .await?;
+    let mut buffered = Vec::new();
+    while let Some(Some(Ok(delivery))) = stream.next().now_or_never() {
+        buffered.push(delivery);
+    }
+    Ok(buffered)
+}
+
+/// Gives back the deliveries lapin dropped before each of `raw`
+/// ([`Tracker::unseen_before`]): after a consumer was cancelled on a
+/// channel that stays open.
+async fn repair_gaps(tracker: &Tracker, raw: &[Raw]) {
+    for delivery in raw {
+        for tag in tracker.unseen_before(delivery.delivery_tag) {
+            tracing::debug!(queue = %tracker.queue, tag, "giving back a delivery sent to a cancelled consumer");
+            if let Err(err) = tracker.nack(tag).await {
+                tracing::debug!(cause = %err, "giving back a dropped delivery failed");
+            }
+        }
+    }
+}
+
+/// Nacks `deliveries` (never handed out) back to the queue, where other
+/// consumers get them now.
+async fn give_back(tracker: &Tracker, deliveries: impl IntoIterator<Item = Raw>) -> usize {
+    let mut given = 0;
+    for delivery in deliveries {
+        match tracker.nack(delivery.delivery_tag).await {
+            Ok(()) => given += 1,
+            Err(err) => tracing::debug!(cause = %err, "giving back a prefetched delivery failed"),
+        }
+    }
+    given
+}
+
+/// The listener on `source` paused: gives back what its consumer had
+/// prefetched and not handed out, so other consumers get those jobs now.
+/// With no job of it running, the channel is closed (which gives back
+/// everything, also what is still on its way). Otherwise the consumer is
+/// cancelled and its buffered deliveries nacked; the running jobs keep the
+/// channel for their acks, and the next receive starts a new consumer on
+/// it. When the cancel fails the channel is closed instead.
+pub(crate) async fn pause(inner: &Inner, source: &Source) -> Result<()> {
+    let slot = inner.consumer_slot(source);
+    let mut guard = slot.lock().await;
+    let Some(state) = guard.as_mut() else {
+        return Ok(());
+    };
+    if state.tracker.outstanding() == 0 {
+        // No job of it running: closing the channel gives back all it
+        // holds, including what is still on its way to it.
+        if let Some(state) = guard.take() {
+            tracing::debug!(queue = %state.tracker.queue, "listener paused: consumer channel closed");
+            state.close().await;
+        }
+        return Ok(());
+    }
+    match cancel(state).await {
+        Ok(buffered) => {
+            repair_gaps(&state.tracker, &buffered).await;
+            let given = give_back(&state.tracker, buffered).await;
+            tracing::debug!(queue = %state.tracker.queue, given_back = given, "listener paused: consumer cancelled");
+            Ok(())
+        }
+        Err(err) => {
+            if let Some(state) = guard.take() {
+                state.close().await;
+            }
+            Err(err.into())
+        }
+    }
+}
+
+/// Starts a new consumer when the listener's admission calls for another
+/// prefetch (or after a pause): [`crate::prefetch`]. Returns the
+/// deliveries the cancelled consumer had buffered, to hand out first.
+async fn resize(
+    inner: &Inner,
+    state: &mut ConsumerState,
+    max: usize,
+) -> Result<Vec<Raw>, RabbitError> {
+    let target = prefetch::target(state.tracker.outstanding(), max);
+    let paused = state.stream.is_none();
+    let wanted = match inner.config.prefetch {
+        Some(fixed) => paused.then_some(fixed),
+        None if paused => Some(target),
+        None => state
+            .sizing
+            .resize(state.prefetch, max, target, Instant::now()),
+    };
+    let Some(wanted) = wanted else {
+        return Ok(Vec::new());
+    };
+    let buffered = cancel(state).await?;
+    let queue = state.tracker.queue.as_str();
+    if !paused {
+        tracing::debug!(
+            queue,
+            from = state.prefetch,
+            to = wanted,
+            "re-sizing the consumer's prefetch"
+        );
+    }
+    state.stream = Some(consume(&state.tracker.channel, state.timeout, queue, wanted).await?);
+    state.prefetch = wanted;
+    state.sizing = Sizing::default();
+    state.id = idle::next_id();
+    Ok(buffered)
 }
 
 /// Takes up to `max` deliveries from `source`'s consumer, waiting up to
 /// `wait` for the first. Deliveries not taken stay in the consumer's
 /// buffer (unacknowledged on its channel); the stream is cancel safe, so a
-/// dropped call loses nothing.
+/// dropped call loses nothing. The consumer is started on the first call
+/// with a prefetch of `max` (or [`RabbitConfig::prefetch`](crate::RabbitConfig::prefetch)),
+/// again after a pause, and re-sized as [`crate::prefetch`] says.
 pub(crate) async fn receive(
     inner: &Arc<Inner>,
     source: &Source,
@@ -126,16 +300,35 @@ pub(crate) async fn receive(
     let max = max.max(1);
     let slot = inner.consumer_slot(source);
     let mut guard = slot.lock().await;
+    let before = guard.as_ref().map(|state| state.id);
+    let received = receive_locked(inner, source, &mut guard, max, wait).await;
+    if let Some(state) = guard.as_mut() {
+        state.last_receive = Instant::now();
+        if before != Some(state.id) && state.stream.is_some() {
+            idle::watch(Arc::downgrade(&slot), state.id);
+        }
+    }
+    received
+}
+
+/// [`receive`] with the source's slot locked.
+async fn receive_locked(
+    inner: &Arc<Inner>,
+    source: &Source,
+    guard: &mut Option<ConsumerState>,
+    max: usize,
+    wait: Duration,
+) -> Result<Vec<Delivery>> {
     let session = inner.connector.session().await?;
-    let wanted = inner
-        .config
-        .prefetch
-        .unwrap_or_else(|| u16::try_from(max).unwrap_or(u16::MAX));
     let usable = guard.as_ref().is_some_and(|c| c.is_usable(&session));
     if !usable {
         *guard = None;
         let queue = queue_of(inner, source);
-        match open(inner, &session, source, &queue, wanted).await {
+        let prefetch = inner
+            .config
+            .prefetch
+            .unwrap_or_else(|| prefetch::target(0, max));
+        match open(inner, &session, source, &queue, prefetch).await {
             Ok(state) => *guard = Some(state),
             Err(err) => {
                 if err.is_not_found() {
@@ -151,27 +344,45 @@ pub(crate) async fn receive(
     let Some(state) = guard.as_mut() else {
         return Ok(Vec::new());
     };
-    let mut raw = Vec::new();
-    let mut failed = None;
-    match tokio::time::timeout(wait, state.stream.next()).await {
-        Err(_) => return Ok(Vec::new()),
-        Ok(Some(Ok(delivery))) => raw.push(delivery),
-        Ok(Some(Err(err))) => failed = Some(err),
-        Ok(None) => failed = None,
-    }
-    if raw.is_empty() {
-        *guard = None;
-        return match failed {
-            Some(err) => {
-                inner.connector.invalidate(session.generation);
-                Err(RabbitError::amqp("basic.consume", queue_of(inner, source), err).into())
+    let mut raw = match resize(inner, state, max).await {
+        Ok(buffered) => buffered,
+        Err(err) => {
+            // A channel that failed a cancel or consume is closed (its
+            // unacked deliveries return); the next receive opens another.
+            if let Some(state) = guard.take() {
+                state.close().await;
             }
-            // Cancelled by the broker (queue deleted): start over next time.
-            None => Ok(Vec::new()),
-        };
+            if !session.is_alive() {
+                inner.connector.invalidate(session.generation);
+            }
+            return Err(err.into());
+        }
+    };
+    let Some(stream) = state.stream.as_mut() else {
+        return Ok(Vec::new());
+    };
+    if raw.is_empty() {
+        let mut failed = None;
+        match tokio::time::timeout(wait, stream.next()).await {
+            Err(_) => return Ok(Vec::new()),
+            Ok(Some(Ok(delivery))) => raw.push(delivery),
+            Ok(Some(Err(err))) => failed = Some(err),
+            Ok(None) => failed = None,
+        }
+        if raw.is_empty() {
+            *guard = None;
+            return match failed {
+                Some(err) => {
+                    inner.connector.invalidate(session.generation);
+                    Err(RabbitError::amqp("basic.consume", queue_of(inner, source), err).into())
+                }
+                // Cancelled by the broker (queue deleted): start over next time.
+                None => Ok(Vec::new()),
+            };
+        }
     }
     while raw.len() < max {
-        match state.stream.next().now_or_never() {
+        match stream.next().now_or_never() {
             Some(Some(Ok(delivery))) => raw.push(delivery),
             Some(Some(Err(err))) => {
                 tracing::warn!(cause = %err, "consumer failed; it restarts at the next fetch");
@@ -179,6 +390,12 @@ pub(crate) async fn receive(
             }
             _ => break,
         }
+    }
+    repair_gaps(&state.tracker, &raw).await;
+    if raw.len() > max {
+        // Buffered by a consumer re-sized smaller: the excess goes back.
+        let excess = raw.split_off(max);
+        give_back(&state.tracker, excess).await;
     }
     let tracker = Arc::clone(&state.tracker);
     let mut out = Vec::with_capacity(raw.len());
@@ -217,12 +434,7 @@ async fn reschedule(
     let headers = publish::headers_of(table);
     let ttl = publish::header_u64(table, EXPIRES_AT_HEADER)
         .map(|at| Duration::from_millis(at.saturating_sub(now).max(1)));
-    let message_id = delivery
-        .properties
-        .message_id()
-        .as_ref()
-        .map(|id| id.as_str().to_owned())
-        .unwrap_or_else(publish::new_message_id);
+    let message_id = publish::delivered_id(&headers, &delivery.properties);
     let out = Outgoing {
         topic: &tracker.queue,
         queue: &tracker.queue,
@@ -290,12 +502,8 @@ fn into_delivery(
         publish::header_u64(table, "x-delivery-count"),
         delivery.redelivered,
     );
-    let message_id = delivery
-        .properties
-        .message_id()
-        .as_ref()
-        .map(|id| id.as_str().to_owned())
-        .unwrap_or_else(|| format!("{}#{}", tracker.channel.id(), delivery.delivery_tag));
+    // The job id core stamped, else the AMQP message id, else a new one.
+    let message_id = publish::delivered_id(&headers, &delivery.properties);
     let body = Bytes::from(delivery.data);
     let job = Job::new(
         JobId::new(message_id.clone()),
