@@ -7,7 +7,10 @@
 //! handled, its channel is closed, which gives back everything it holds;
 //! the next receive opens a new one. A live listener is inside a receive
 //! (or a moment from the next) whenever it has nothing to run, and a busy
-//! one has deliveries outstanding, so neither is touched.
+//! one has deliveries outstanding, so neither is touched. A consumer
+//! cancelled by a pause while jobs of it ran is closed the same way once
+//! they are done, which also gives back any delivery the broker sent it
+//! after the cancel.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Weak;
@@ -25,7 +28,7 @@ pub(crate) fn next_id() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Watches consumer `id` in `slot` until it is gone, cancelled or closed
+/// Watches consumer `id` in `slot` until it is gone, replaced or closed
 /// here. One small task per consumer, ended with it.
 pub(crate) fn watch(slot: Weak<tokio::sync::Mutex<Option<ConsumerState>>>, id: u64) {
     tokio::spawn(async move {

@@ -291,6 +291,55 @@ async fn the_prefetch_shrinks_once_the_admission_stays_smaller() {
 }
 
 #[tokio::test]
+async fn a_consumer_nobody_fetches_from_gives_its_prefetch_back() {
+    let Some(config) = support::config().await else {
+        return;
+    };
+    let a = RabbitBackend::connect(config.clone()).await.unwrap();
+    let b = RabbitBackend::connect(config).await.unwrap();
+    let topic = support::topic("idle");
+    let t = Topic::new(&topic).unwrap();
+    let source: Source = src(&topic);
+    // A fetches once (a consumer with prefetch 4), then never again, like
+    // a listener that stopped.
+    assert!(a
+        .receive(&source, 4, Duration::from_millis(100))
+        .await
+        .unwrap()
+        .is_empty());
+    for i in 0..3 {
+        a.publish(&t, format!("{i}").into(), &PushOptions::new())
+            .await
+            .unwrap();
+    }
+    // B gets them once A's idle consumer gave them back (about a second).
+    let started = Instant::now();
+    let mut got = 0;
+    while got < 3 && started.elapsed() < WAIT {
+        for d in b
+            .receive(&source, 4, Duration::from_millis(500))
+            .await
+            .unwrap()
+        {
+            got += 1;
+            d.handle.ack().await.unwrap();
+        }
+    }
+    assert_eq!(got, 3, "B got what idle A held");
+    println!("given back after {:?}", started.elapsed());
+    // A's next receive opens a consumer again.
+    a.publish(&t, "again".into(), &PushOptions::new())
+        .await
+        .unwrap();
+    b.close().await.unwrap();
+    let again = a.receive(&source, 4, WAIT).await.unwrap();
+    assert_eq!(&again[0].job.body()[..], b"again");
+    again[0].handle.ack().await.unwrap();
+    a.close().await.unwrap();
+    support::cleanup(&[topic], &[]).await;
+}
+
+#[tokio::test]
 async fn a_delayed_broadcast_is_refused_with_a_typed_error() {
     let Some(config) = support::config().await else {
         return;
