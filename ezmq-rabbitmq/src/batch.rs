@@ -22,8 +22,9 @@ enum Outcome {
 /// Publishes `jobs` to `topic`'s queue: each one is declared-for and sent
 /// on the publisher-confirm channel in order (immediate and delayed alike,
 /// the delayed ones into their delay level), then all the confirms are
-/// awaited together, within one operation timeout. Each job's id (the one
-/// core stamped, [`publish::push_id`]) or error, in order.
+/// awaited together, within one operation timeout from the last send.
+/// Each job's id (the one core stamped, [`publish::push_id`]) or error, in
+/// order.
 ///
 /// What one publish does on its own happens per job here too: a nacked
 /// job (not stored) is sent again alone through [`publish::send`] (which
@@ -56,7 +57,6 @@ pub(crate) async fn send(
 
     let outcomes = match inner.connector.session().await {
         Ok(session) => {
-            let deadline = tokio::time::Instant::now() + session.timeout();
             let mut outcomes = Vec::with_capacity(outs.len());
             for out in &outs {
                 if outcomes
@@ -67,6 +67,9 @@ pub(crate) async fn send(
                     outcomes.push(Outcome::Resend);
                     continue;
                 }
+                // Each send has an operation timeout of its own (a first
+                // delayed job declares the delay levels).
+                let deadline = tokio::time::Instant::now() + session.timeout();
                 outcomes.push(match start(inner, &session, out, deadline).await {
                     Ok(sent) => Outcome::Sent(sent),
                     // It may have left: never sent twice.
@@ -75,7 +78,9 @@ pub(crate) async fn send(
                     Err(err) => Outcome::Failed(err),
                 });
             }
-            // The one confirm wait of the batch.
+            // The one confirm wait of the batch: one operation timeout
+            // from the last send.
+            let deadline = tokio::time::Instant::now() + session.timeout();
             let confirmed = futures::future::join_all(outcomes.into_iter().map(|o| async move {
                 match o {
                     Outcome::Sent(sent) => match sent.confirmed(deadline).await {
