@@ -13,6 +13,7 @@ use ezmq_core::spi::{
 };
 use ezmq_core::{Error, JobId, PushOptions, Result, Topic};
 
+use crate::batch;
 use crate::config::RabbitConfig;
 use crate::consumer::{self, Slot};
 use crate::delivery::{self, RabbitDelivery};
@@ -127,23 +128,45 @@ impl Backend for RabbitBackend {
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
         self.inner.ensure_open()?;
         let delay = options.delay.filter(|d| !d.is_zero());
-        let message_id = options
-            .message_id
-            .clone()
-            .unwrap_or_else(publish::new_message_id);
+        // The id core stamped: the AMQP message id too.
+        let id = publish::push_id(options);
         let queue = self.inner.names.topic_queue(topic);
         let out = Outgoing {
             topic: topic.as_str(),
             queue: &queue,
             body: &body,
             headers: &options.headers,
-            message_id: &message_id,
+            message_id: id.as_str(),
             delay,
             ttl: options.ttl,
             declare: true,
         };
         publish::send(&self.inner, &out).await?;
-        Ok(JobId::new(message_id))
+        Ok(id)
+    }
+
+    /// Sends every job of the batch on the confirm channel (delayed ones
+    /// into their delay level), then waits for all their confirms at once:
+    /// one confirm wait for the batch. Each job's stamped id or error, in
+    /// order; a nacked job is sent again alone, one without a confirm is
+    /// [`Error::OutcomeUnknown`].
+    async fn publish_batch(
+        &self,
+        topic: &Topic,
+        jobs: &[(Bytes, PushOptions)],
+    ) -> Vec<Result<JobId>> {
+        if self.inner.connector.is_closed() {
+            return jobs.iter().map(|_| Err(Error::Shutdown)).collect();
+        }
+        batch::send(&self.inner, topic, jobs).await
+    }
+
+    /// Gives back what the source's consumer prefetched: closes its
+    /// channel when none of its jobs is running, else cancels the consumer
+    /// and nacks its buffered deliveries. The next receive starts a new
+    /// consumer.
+    async fn pause_receiving(&self, source: &Source) -> Result<()> {
+        consumer::pause(&self.inner, source).await
     }
 
     async fn receive(&self, source: &Source, max: usize, wait: Duration) -> Result<Vec<Delivery>> {

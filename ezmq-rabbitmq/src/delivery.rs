@@ -3,7 +3,7 @@
 use std::any::Any;
 use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::Duration;
 
@@ -24,6 +24,8 @@ pub(crate) struct Tracker {
     pub(crate) channel: Channel,
     pub(crate) queue: String,
     outstanding: StdMutex<BTreeSet<u64>>,
+    /// The largest delivery tag seen on the channel.
+    last_tag: AtomicU64,
 }
 
 impl fmt::Debug for Tracker {
@@ -41,6 +43,21 @@ impl Tracker {
             channel,
             queue,
             outstanding: StdMutex::new(BTreeSet::new()),
+            last_tag: AtomicU64::new(0),
+        }
+    }
+
+    /// Records the delivery tag `tag` as seen and returns the tags before
+    /// it that never were. A channel numbers its deliveries 1, 2, 3, ...;
+    /// a gap is a delivery the broker sent to a consumer already
+    /// cancelled (after its `cancel-ok`), which lapin drops: unacked on
+    /// the channel and held there unless given back.
+    pub(crate) fn unseen_before(&self, tag: u64) -> std::ops::Range<u64> {
+        let last = self.last_tag.fetch_max(tag, Ordering::AcqRel);
+        if tag > last {
+            last + 1..tag
+        } else {
+            0..0
         }
     }
 
@@ -48,6 +65,11 @@ impl Tracker {
         if let Ok(mut set) = self.outstanding.lock() {
             set.insert(tag);
         }
+    }
+
+    /// How many deliveries are handed out and not yet settled.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding.lock().map_or(0, |set| set.len())
     }
 
     fn forget(&self, tags: &[u64]) {
@@ -76,7 +98,8 @@ impl Tracker {
             .map_err(|e| RabbitError::amqp("basic.ack", self.queue.as_str(), e))
     }
 
-    async fn nack(&self, tag: u64) -> Result<(), RabbitError> {
+    /// Gives one delivery back to the queue (`basic.nack`, requeue).
+    pub(crate) async fn nack(&self, tag: u64) -> Result<(), RabbitError> {
         self.channel
             .basic_nack(
                 tag,

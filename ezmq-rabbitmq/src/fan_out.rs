@@ -15,11 +15,22 @@ use crate::names::short;
 use crate::publish::{self, ceil_millis};
 use crate::topology;
 
+/// Why a delayed broadcast is refused: the delay levels end in an
+/// exchange that routes a message to one queue by name, so a delayed
+/// message cannot reach a topic's fan-out exchange and its groups.
+pub const DELAYED_BROADCAST: &str =
+    "RabbitMQ cannot delay a broadcast (ezmq's delay levels deliver \
+     to one queue by name, not to a topic's fan-out exchange): broadcast without a delay, or push \
+     the delayed job to a topic whose handler broadcasts it when it arrives";
+
 #[async_trait]
 impl FanOut for RabbitBackend {
     /// Publishes (with a confirm) to the topic's fan-out exchange; RabbitMQ
     /// copies it into every group queue bound now. The number of groups is
-    /// not known: `None`. Delays are not supported here.
+    /// not known: `None`. The copies carry the job id core stamped (the
+    /// AMQP `message_id` too). A delay is refused with
+    /// [`Error::InvalidOption`] (option `delay`, see [`DELAYED_BROADCAST`]),
+    /// before anything is sent.
     async fn publish_to_groups(
         &self,
         topic: &Topic,
@@ -28,20 +39,14 @@ impl FanOut for RabbitBackend {
     ) -> Result<Option<usize>> {
         self.inner.ensure_open()?;
         if options.delay.is_some_and(|d| !d.is_zero()) {
-            return Err(Error::invalid_option(
-                "delay",
-                "broadcasts cannot be delayed on RabbitMQ",
-            ));
+            return Err(Error::invalid_option("delay", DELAYED_BROADCAST));
         }
         let session = self.inner.connector.session().await?;
         let exchange = self.inner.names.fanout_exchange(topic);
         topology::fanout_exchange(&session, &self.inner.config, &exchange).await?;
-        let message_id = options
-            .message_id
-            .clone()
-            .unwrap_or_else(publish::new_message_id);
+        let id = publish::push_id(options);
         let mut properties = BasicProperties::default()
-            .with_message_id(short("message id", &message_id)?)
+            .with_message_id(short("message id", id.as_str())?)
             .with_delivery_mode(if self.inner.config.persistent { 2 } else { 1 })
             .with_headers(publish::header_table(&options.headers)?);
         if let Some(ttl) = options.ttl {

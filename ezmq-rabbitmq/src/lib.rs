@@ -21,6 +21,7 @@
 //! topology and what each feature guarantees on RabbitMQ.
 
 mod backend;
+mod batch;
 mod claim;
 mod config;
 mod consumer;
@@ -28,7 +29,9 @@ mod declared;
 mod delivery;
 mod error;
 mod fan_out;
+mod idle;
 mod names;
+mod prefetch;
 mod publish;
 mod reply;
 mod session;
@@ -38,6 +41,7 @@ mod topology;
 pub use backend::RabbitBackend;
 pub use config::{QueueType, RabbitConfig, DEFAULT_URL};
 pub use error::RabbitError;
+pub use fan_out::DELAYED_BROADCAST;
 
 use ezmq_core::{Client, ClientConfig, Result};
 

@@ -2,9 +2,10 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ezmq_core::{Headers, Result};
+use ezmq_core::{Headers, JobId, PushOptions, Result, MESSAGE_ID_HEADER};
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable};
+use lapin::PublisherConfirm;
 use lapin::{BasicProperties, Confirmation};
 
 use crate::backend::Inner;
@@ -89,7 +90,7 @@ pub(crate) async fn send(inner: &Inner, out: &Outgoing<'_>) -> Result<()> {
 
 /// `err` as an [`ezmq_core::Error`], naming the topic when the outcome is
 /// unknown.
-fn outcome_unknown(out: &Outgoing<'_>, err: RabbitError) -> ezmq_core::Error {
+pub(crate) fn outcome_unknown(out: &Outgoing<'_>, err: RabbitError) -> ezmq_core::Error {
     match err {
         RabbitError::Unconfirmed { .. } => ezmq_core::Error::outcome_unknown(out.topic, err),
         err => err.into(),
@@ -100,6 +101,18 @@ fn outcome_unknown(out: &Outgoing<'_>, err: RabbitError) -> ezmq_core::Error {
 const NACK_RETRIES: u32 = 4;
 
 async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result<(), RabbitError> {
+    let (exchange, properties) = prepare(inner, session, out).await?;
+    confirm(session, &exchange, out.queue, out.body, properties, true).await
+}
+
+/// Declares what `out` needs (its queue, the delay levels) unless done on
+/// this session, and builds its exchange and properties: the default
+/// exchange for an immediate message, the entry level for a delayed one.
+pub(crate) async fn prepare(
+    inner: &Inner,
+    session: &Session,
+    out: &Outgoing<'_>,
+) -> Result<(String, BasicProperties), RabbitError> {
     let config = &inner.config;
     // The declarations are boxed (and skipped once done): inline, their
     // futures would be copied with every publish's.
@@ -151,8 +164,7 @@ async fn send_on(inner: &Inner, session: &Session, out: &Outgoing<'_>) -> Result
         }
         inner.names.delay_level(top)
     };
-    properties = properties.with_headers(table);
-    confirm(session, &exchange, out.queue, out.body, properties, true).await
+    Ok((exchange, properties.with_headers(table)))
 }
 
 /// The time a delay of `ms` spends in the levels: `ms` plus 1 ms for each
@@ -189,6 +201,40 @@ pub(crate) async fn confirm(
     properties: BasicProperties,
     mandatory: bool,
 ) -> Result<(), RabbitError> {
+    // One operation timeout for the publish and its confirm.
+    let deadline = tokio::time::Instant::now() + session.timeout();
+    let sent = start(
+        session,
+        exchange,
+        routing_key,
+        body,
+        properties,
+        mandatory,
+        deadline,
+    )
+    .await?;
+    sent.confirmed(deadline).await
+}
+
+/// A message handed to the connection whose confirm is still to come.
+pub(crate) struct Sent {
+    target: String,
+    pending: PublisherConfirm,
+}
+
+/// Sends one message on the confirm channel without waiting for its
+/// confirm ([`Sent::confirmed`] does). A publish that lapin refused was
+/// not sent (an ordinary error); from the moment it may have left, a
+/// missing confirm leaves its fate unknown ([`RabbitError::Unconfirmed`]).
+pub(crate) async fn start(
+    session: &Session,
+    exchange: &str,
+    routing_key: &str,
+    body: &[u8],
+    properties: BasicProperties,
+    mandatory: bool,
+    deadline: tokio::time::Instant,
+) -> Result<Sent, RabbitError> {
     let target = if exchange.is_empty() {
         routing_key
     } else {
@@ -203,18 +249,6 @@ pub(crate) async fn confirm(
         mandatory,
         ..BasicPublishOptions::default()
     };
-    let unconfirmed = |cause| RabbitError::Unconfirmed {
-        target: target.to_owned(),
-        cause: Box::new(cause),
-    };
-    // One operation timeout for the publish and its confirm. A publish
-    // that lapin refused was not sent; from the moment it may have left,
-    // a missing confirm leaves its fate unknown.
-    let deadline = tokio::time::Instant::now() + session.timeout();
-    let timed_out = |op| RabbitError::Timeout {
-        op,
-        target: target.to_owned(),
-    };
     let pending = match tokio::time::timeout_at(
         deadline,
         channel.basic_publish(exchange, routing_key, options, body, properties),
@@ -223,23 +257,49 @@ pub(crate) async fn confirm(
     {
         Ok(Ok(pending)) => pending,
         Ok(Err(e)) => return Err(RabbitError::amqp("basic.publish", target, e)),
-        Err(_) => return Err(unconfirmed(timed_out("basic.publish"))),
+        Err(_) => {
+            return Err(RabbitError::Unconfirmed {
+                target: target.to_owned(),
+                cause: Box::new(RabbitError::Timeout {
+                    op: "basic.publish",
+                    target: target.to_owned(),
+                }),
+            })
+        }
     };
-    let confirm = match tokio::time::timeout_at(deadline, pending).await {
-        Ok(Ok(confirm)) => confirm,
-        Ok(Err(e)) => return Err(unconfirmed(RabbitError::amqp("confirm", target, e))),
-        Err(_) => return Err(unconfirmed(timed_out("confirm"))),
-    };
-    match confirm {
-        Confirmation::Ack(None) | Confirmation::NotRequested => Ok(()),
-        Confirmation::Ack(Some(returned)) => Err(RabbitError::Returned {
-            target: target.to_owned(),
-            code: returned.reply_code,
-            text: returned.reply_text.to_string(),
-        }),
-        Confirmation::Nack(_) => Err(RabbitError::Nacked {
-            target: target.to_owned(),
-        }),
+    Ok(Sent {
+        target: target.to_owned(),
+        pending,
+    })
+}
+
+impl Sent {
+    /// Waits (until `deadline`) for the broker's confirm.
+    pub(crate) async fn confirmed(self, deadline: tokio::time::Instant) -> Result<(), RabbitError> {
+        let Sent { target, pending } = self;
+        let unconfirmed = |cause| RabbitError::Unconfirmed {
+            target: target.clone(),
+            cause: Box::new(cause),
+        };
+        let confirm = match tokio::time::timeout_at(deadline, pending).await {
+            Ok(Ok(confirm)) => confirm,
+            Ok(Err(e)) => return Err(unconfirmed(RabbitError::amqp("confirm", &target, e))),
+            Err(_) => {
+                return Err(unconfirmed(RabbitError::Timeout {
+                    op: "confirm",
+                    target: target.clone(),
+                }))
+            }
+        };
+        match confirm {
+            Confirmation::Ack(None) | Confirmation::NotRequested => Ok(()),
+            Confirmation::Ack(Some(returned)) => Err(RabbitError::Returned {
+                target,
+                code: returned.reply_code,
+                text: returned.reply_text.to_string(),
+            }),
+            Confirmation::Nack(_) => Err(RabbitError::Nacked { target }),
+        }
     }
 }
 
@@ -301,7 +361,37 @@ pub(crate) fn unix_millis() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A new message id: a random (v4) UUID, hyphenated.
+/// The id of a push, for its AMQP `message_id` and as what `publish`
+/// returns: the one core stamped into the headers
+/// ([`MESSAGE_ID_HEADER`]), else the producer's message id, else (a
+/// backend called without core's producer pipeline) a new UUIDv7.
+pub(crate) fn push_id(options: &PushOptions) -> JobId {
+    if let Some(id) = options.headers.get(MESSAGE_ID_HEADER) {
+        return JobId::new(id);
+    }
+    match &options.message_id {
+        Some(id) => JobId::new(id.as_str()),
+        None => JobId::generate(),
+    }
+}
+
+/// The id of a delivered job: the job id its push stamped
+/// ([`MESSAGE_ID_HEADER`]), else the AMQP `message_id` (a message that
+/// another AMQP client published), else a new UUIDv7 for a foreign message
+/// without either. A retry or long-delay pass carries it on as the
+/// `message_id`, so such a message keeps the one it got here.
+pub(crate) fn delivered_id(headers: &Headers, properties: &BasicProperties) -> String {
+    if let Some(id) = headers.get(MESSAGE_ID_HEADER) {
+        return id.to_owned();
+    }
+    match properties.message_id() {
+        Some(id) => id.as_str().to_owned(),
+        None => JobId::generate().as_str().to_owned(),
+    }
+}
+
+/// A new id for what is not a job (a reply, a claim): a random (v4)
+/// UUID, hyphenated.
 pub(crate) fn new_message_id() -> String {
     let mut buf = uuid::Uuid::encode_buffer();
     uuid::Uuid::new_v4()

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ezmq_core::spi::{Delivery, Source};
@@ -11,23 +11,40 @@ use ezmq_core::{Job, JobId, Result, ATTEMPT_HEADER};
 use futures::{FutureExt, StreamExt};
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
-use lapin::Consumer;
+use lapin::{Channel, Consumer};
 
 use crate::backend::Inner;
 use crate::delivery::{Message, RabbitDelivery, Tracker};
 use crate::error::RabbitError;
+use crate::idle;
 use crate::names::short;
+use crate::prefetch::{self, Sizing};
 use crate::publish::{self, Outgoing, EXPIRES_AT_HEADER, REMAINING_HEADER};
-use crate::session::{close_channel, Session};
+use crate::session::{close_channel, within, Session};
 use crate::topology;
 
-/// A live consumer on one queue.
+mod restart;
+
+pub(crate) use restart::pause;
+use restart::{give_back, repair_gaps, resize};
+
+/// A consumer channel on one queue and its consumer.
 pub(crate) struct ConsumerState {
     generation: u64,
-    stream: Consumer,
+    /// The `basic.consume` consumer; `None` once cancelled (the listener
+    /// paused): the channel stays open for the acks of the jobs still
+    /// running, and the next receive starts a new consumer on it.
+    stream: Option<Consumer>,
     tracker: Arc<Tracker>,
     prefetch: u16,
-    /// The session's operation timeout, bounding the close.
+    /// When to re-size the prefetch ([`crate::prefetch`]).
+    sizing: Sizing,
+    /// This consumer's id ([`crate::idle`]), new with every
+    /// `basic.consume`.
+    id: u64,
+    /// When the last receive on it ended.
+    last_receive: Instant,
+    /// The session's operation timeout, bounding the close and cancel.
     timeout: Duration,
 }
 
@@ -41,8 +58,11 @@ impl fmt::Debug for ConsumerState {
     }
 }
 
+/// A delivery as lapin hands it over.
+type Raw = lapin::message::Delivery;
+
 /// The slot of one source: `None` until the first receive, and again once
-/// the channel died (the next receive opens a new one).
+/// the channel died or was closed (the next receive opens a new one).
 pub(crate) type Slot = Arc<tokio::sync::Mutex<Option<ConsumerState>>>;
 
 impl ConsumerState {
@@ -53,6 +73,23 @@ impl ConsumerState {
         if let Err(err) = close_channel(channel, self.timeout, queue, "consumer closed").await {
             tracing::debug!(cause = %err, "closing a consumer channel failed");
         }
+    }
+
+    /// True while consumer `id` is this one (active, or cancelled by a
+    /// pause and not started again).
+    pub(crate) fn is_watched_by(&self, id: u64) -> bool {
+        self.id == id
+    }
+
+    /// True when no receive ran for `idle` and none of its deliveries is
+    /// still being handled.
+    pub(crate) fn is_idle(&self, idle: Duration) -> bool {
+        self.last_receive.elapsed() >= idle && self.tracker.outstanding() == 0
+    }
+
+    /// The queue it consumes.
+    pub(crate) fn queue(&self) -> &str {
+        &self.tracker.queue
     }
 
     fn is_usable(&self, session: &Session) -> bool {
@@ -79,44 +116,58 @@ async fn open(
         topology::topic_queue(session, &inner.config, queue).await?;
     }
     let channel = session.channel().await?;
-    // Per consumer (quorum queues refuse a channel-wide limit). RabbitMQ
-    // applies it to consumers started after it, so it is fixed for the
-    // consumer's life: the first fetch's size, the listener's concurrency
-    // (an idle listener fetches with every slot free).
+    let stream = consume(&channel, session.timeout(), queue, prefetch).await?;
+    Ok(ConsumerState {
+        generation: session.generation,
+        stream: Some(stream),
+        tracker: Arc::new(Tracker::new(channel, queue.to_owned())),
+        prefetch,
+        sizing: Sizing::default(),
+        id: idle::next_id(),
+        last_receive: Instant::now(),
+        timeout: session.timeout(),
+    })
+}
+
+/// Starts a consumer on `channel` with a prefetch of its own. Per consumer
+/// (quorum queues refuse a channel-wide limit); RabbitMQ applies it to the
+/// consumers started after it on the channel, so it is fixed for the
+/// consumer's life, and a re-size starts a new consumer
+/// ([`crate::prefetch`]).
+async fn consume(
+    channel: &Channel,
+    timeout: Duration,
+    queue: &str,
+    prefetch: u16,
+) -> Result<Consumer, RabbitError> {
     let qos = channel.basic_qos(prefetch, BasicQosOptions { global: false });
-    session
-        .bounded("basic.qos", queue, async {
-            qos.await
-                .map_err(|e| RabbitError::amqp("basic.qos", queue, e))
-        })
-        .await?;
+    within(timeout, "basic.qos", queue, async {
+        qos.await
+            .map_err(|e| RabbitError::amqp("basic.qos", queue, e))
+    })
+    .await?;
     let consume = channel.basic_consume(
         short("queue", queue)?,
         "".into(),
         BasicConsumeOptions::default(),
         FieldTable::default(),
     );
-    let stream = session
-        .bounded("basic.consume", queue, async {
-            consume
-                .await
-                .map_err(|e| RabbitError::amqp("basic.consume", queue, e))
-        })
-        .await?;
-    tracing::debug!(queue, prefetch, "consumer started");
-    Ok(ConsumerState {
-        generation: session.generation,
-        stream,
-        tracker: Arc::new(Tracker::new(channel, queue.to_owned())),
-        prefetch,
-        timeout: session.timeout(),
+    let stream = within(timeout, "basic.consume", queue, async {
+        consume
+            .await
+            .map_err(|e| RabbitError::amqp("basic.consume", queue, e))
     })
+    .await?;
+    tracing::debug!(queue, prefetch, "consumer started");
+    Ok(stream)
 }
 
 /// Takes up to `max` deliveries from `source`'s consumer, waiting up to
 /// `wait` for the first. Deliveries not taken stay in the consumer's
 /// buffer (unacknowledged on its channel); the stream is cancel safe, so a
-/// dropped call loses nothing.
+/// dropped call loses nothing. The consumer is started on the first call
+/// with a prefetch of `max` (or [`RabbitConfig::prefetch`](crate::RabbitConfig::prefetch)),
+/// again after a pause, and re-sized as [`crate::prefetch`] says.
 pub(crate) async fn receive(
     inner: &Arc<Inner>,
     source: &Source,
@@ -126,16 +177,35 @@ pub(crate) async fn receive(
     let max = max.max(1);
     let slot = inner.consumer_slot(source);
     let mut guard = slot.lock().await;
+    let before = guard.as_ref().map(|state| state.id);
+    let received = receive_locked(inner, source, &mut guard, max, wait).await;
+    if let Some(state) = guard.as_mut() {
+        state.last_receive = Instant::now();
+        if before != Some(state.id) && state.stream.is_some() {
+            idle::watch(Arc::downgrade(&slot), state.id);
+        }
+    }
+    received
+}
+
+/// [`receive`] with the source's slot locked.
+async fn receive_locked(
+    inner: &Arc<Inner>,
+    source: &Source,
+    guard: &mut Option<ConsumerState>,
+    max: usize,
+    wait: Duration,
+) -> Result<Vec<Delivery>> {
     let session = inner.connector.session().await?;
-    let wanted = inner
-        .config
-        .prefetch
-        .unwrap_or_else(|| u16::try_from(max).unwrap_or(u16::MAX));
     let usable = guard.as_ref().is_some_and(|c| c.is_usable(&session));
     if !usable {
         *guard = None;
         let queue = queue_of(inner, source);
-        match open(inner, &session, source, &queue, wanted).await {
+        let prefetch = inner
+            .config
+            .prefetch
+            .unwrap_or_else(|| prefetch::target(0, max));
+        match open(inner, &session, source, &queue, prefetch).await {
             Ok(state) => *guard = Some(state),
             Err(err) => {
                 if err.is_not_found() {
@@ -151,27 +221,45 @@ pub(crate) async fn receive(
     let Some(state) = guard.as_mut() else {
         return Ok(Vec::new());
     };
-    let mut raw = Vec::new();
-    let mut failed = None;
-    match tokio::time::timeout(wait, state.stream.next()).await {
-        Err(_) => return Ok(Vec::new()),
-        Ok(Some(Ok(delivery))) => raw.push(delivery),
-        Ok(Some(Err(err))) => failed = Some(err),
-        Ok(None) => failed = None,
-    }
-    if raw.is_empty() {
-        *guard = None;
-        return match failed {
-            Some(err) => {
-                inner.connector.invalidate(session.generation);
-                Err(RabbitError::amqp("basic.consume", queue_of(inner, source), err).into())
+    let mut raw = match resize(inner, state, max).await {
+        Ok(buffered) => buffered,
+        Err(err) => {
+            // A channel that failed a cancel or consume is closed (its
+            // unacked deliveries return); the next receive opens another.
+            if let Some(state) = guard.take() {
+                state.close().await;
             }
-            // Cancelled by the broker (queue deleted): start over next time.
-            None => Ok(Vec::new()),
-        };
+            if !session.is_alive() {
+                inner.connector.invalidate(session.generation);
+            }
+            return Err(err.into());
+        }
+    };
+    let Some(stream) = state.stream.as_mut() else {
+        return Ok(Vec::new());
+    };
+    if raw.is_empty() {
+        let mut failed = None;
+        match tokio::time::timeout(wait, stream.next()).await {
+            Err(_) => return Ok(Vec::new()),
+            Ok(Some(Ok(delivery))) => raw.push(delivery),
+            Ok(Some(Err(err))) => failed = Some(err),
+            Ok(None) => failed = None,
+        }
+        if raw.is_empty() {
+            *guard = None;
+            return match failed {
+                Some(err) => {
+                    inner.connector.invalidate(session.generation);
+                    Err(RabbitError::amqp("basic.consume", queue_of(inner, source), err).into())
+                }
+                // Cancelled by the broker (queue deleted): start over next time.
+                None => Ok(Vec::new()),
+            };
+        }
     }
     while raw.len() < max {
-        match state.stream.next().now_or_never() {
+        match stream.next().now_or_never() {
             Some(Some(Ok(delivery))) => raw.push(delivery),
             Some(Some(Err(err))) => {
                 tracing::warn!(cause = %err, "consumer failed; it restarts at the next fetch");
@@ -179,6 +267,12 @@ pub(crate) async fn receive(
             }
             _ => break,
         }
+    }
+    repair_gaps(&state.tracker, &raw).await;
+    if raw.len() > max {
+        // Buffered by a consumer re-sized smaller: the excess goes back.
+        let excess = raw.split_off(max);
+        give_back(&state.tracker, excess).await;
     }
     let tracker = Arc::clone(&state.tracker);
     let mut out = Vec::with_capacity(raw.len());
@@ -217,12 +311,7 @@ async fn reschedule(
     let headers = publish::headers_of(table);
     let ttl = publish::header_u64(table, EXPIRES_AT_HEADER)
         .map(|at| Duration::from_millis(at.saturating_sub(now).max(1)));
-    let message_id = delivery
-        .properties
-        .message_id()
-        .as_ref()
-        .map(|id| id.as_str().to_owned())
-        .unwrap_or_else(publish::new_message_id);
+    let message_id = publish::delivered_id(&headers, &delivery.properties);
     let out = Outgoing {
         topic: &tracker.queue,
         queue: &tracker.queue,
@@ -290,12 +379,8 @@ fn into_delivery(
         publish::header_u64(table, "x-delivery-count"),
         delivery.redelivered,
     );
-    let message_id = delivery
-        .properties
-        .message_id()
-        .as_ref()
-        .map(|id| id.as_str().to_owned())
-        .unwrap_or_else(|| format!("{}#{}", tracker.channel.id(), delivery.delivery_tag));
+    // The job id core stamped, else the AMQP message id, else a new one.
+    let message_id = publish::delivered_id(&headers, &delivery.properties);
     let body = Bytes::from(delivery.data);
     let job = Job::new(
         JobId::new(message_id.clone()),
