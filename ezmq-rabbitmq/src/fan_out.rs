@@ -25,6 +25,10 @@ pub const DELAYED_BROADCAST: &str =
 
 #[async_trait]
 impl FanOut for RabbitBackend {
+    fn cannot_delay_broadcasts(&self) -> Option<&'static str> {
+        Some(DELAYED_BROADCAST)
+    }
+
     /// Publishes (with a confirm) to the topic's fan-out exchange; RabbitMQ
     /// copies it into every group queue bound now. The number of groups is
     /// not known: `None`. The copies carry the job id core stamped (the

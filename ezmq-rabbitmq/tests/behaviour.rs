@@ -13,6 +13,16 @@ impl Broker for Rabbit {
         "rabbitmq"
     }
 
+    fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
+        use ezmq_core::spi::{Capabilities, Capability};
+        Capabilities::none()
+            .with(Capability::DelayedDelivery)
+            .with(Capability::QueueStats)
+            .with(Capability::ExclusiveClaim)
+            .with(Capability::FanOut)
+            .with(Capability::RequestReply)
+    }
+
     fn url(&self) -> String {
         std::env::var("EZMQ_TEST_AMQP_URL")
             .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())

@@ -25,6 +25,11 @@ impl Broker for SharedRedis {
         "redis"
     }
 
+    fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
+        use ezmq_core::spi::{Capabilities, Capability};
+        Capabilities::all().without(Capability::JobStore)
+    }
+
     fn url(&self) -> String {
         support::redis_url()
     }

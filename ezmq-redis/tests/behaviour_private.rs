@@ -69,6 +69,11 @@ impl Broker for PrivateRedis {
         "redis"
     }
 
+    fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
+        use ezmq_core::spi::{Capabilities, Capability};
+        Capabilities::all().without(Capability::JobStore)
+    }
+
     fn url(&self) -> String {
         self.url.clone()
     }

@@ -43,6 +43,11 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
     // Also stops them should this task be dropped half-way.
     let wind_down_guard = wind_down.drop_guard();
     fetch_until_stopped(&ctx).await;
+    // No more fetches: what the backend holds prefetched for this source
+    // goes back to the broker now, for other consumers.
+    if let Err(err) = ctx.backend.pause_receiving(&ctx.source).await {
+        tracing::debug!(cause = %err, "could not give back prefetched jobs on stop; the broker redelivers them when their lease ends");
+    }
     ctx.jobs.close();
     ctx.jobs.wait().await;
     drop(wind_down_guard);

@@ -99,9 +99,10 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
         futures::future::join_all(sends).await
     }
 
-    /// The listener on `source` stops receiving for a while (it is
-    /// paused): give back whatever the backend holds prefetched for it, so
-    /// other consumers get those jobs now. The next
+    /// The listener on `source` stops receiving, for a while (paused) or
+    /// for good (stopped; its running jobs are still settled after this):
+    /// give back whatever the backend holds prefetched for it, so other
+    /// consumers get those jobs now. The next
     /// [`Backend::receive`] starts again. The default does nothing (a
     /// backend that prefetches nothing).
     async fn pause_receiving(&self, source: &Source) -> Result<()> {

@@ -27,12 +27,12 @@ pub trait FanOut: Send + Sync {
         options: &PushOptions,
     ) -> Result<Option<usize>>;
 
-    /// Whether a broadcast can be delayed (`options.delay`). Default
-    /// `true`; a backend that cannot says `false`, and a delayed broadcast
-    /// then fails before anything is sent with
-    /// [`Error::InvalidOption`](crate::Error::InvalidOption).
-    fn delays_broadcasts(&self) -> bool {
-        true
+    /// Why this backend cannot delay a broadcast (`options.delay`), or
+    /// `None` when it can (the default). With a reason, a delayed
+    /// broadcast fails before anything is sent with
+    /// [`Error::InvalidOption`](crate::Error::InvalidOption) carrying it.
+    fn cannot_delay_broadcasts(&self) -> Option<&'static str> {
+        None
     }
 
     /// Makes this client a member of `group` on `topic`, creating the group

@@ -262,14 +262,10 @@ impl Runtime {
     ) -> Result<Option<usize>> {
         let fan_out = self.fan_out()?;
         self.check_push(&body, options)?;
-        if options.delay.is_some_and(|d| !d.is_zero()) && !fan_out.delays_broadcasts() {
-            return Err(Error::invalid_option(
-                "delay",
-                format!(
-                    "the {} backend cannot delay a broadcast; push it when it is due (a delayed push to a topic whose listener broadcasts it, say)",
-                    self.backend.name()
-                ),
-            ));
+        if options.delay.is_some_and(|d| !d.is_zero()) {
+            if let Some(why) = fan_out.cannot_delay_broadcasts() {
+                return Err(Error::invalid_option("delay", why));
+            }
         }
         producer::publish_to_groups(
             &self.telemetry,
