@@ -27,7 +27,15 @@ impl JobId {
     /// A new id: a UUIDv7, so ids sort by creation time (to the
     /// millisecond, then by a random tail).
     pub fn generate() -> Self {
-        JobId::new(uuid::Uuid::now_v7().hyphenated().to_string())
+        thread_local! {
+            // One counter per thread keeps its ids increasing without the
+            // lock of uuid's shared context (ids of different threads
+            // still sort by millisecond).
+            static CONTEXT: uuid::ContextV7 = uuid::ContextV7::new();
+        }
+        let uuid = CONTEXT.with(|context| uuid::Uuid::new_v7(uuid::Timestamp::now(context)));
+        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        JobId(Arc::from(&*uuid.hyphenated().encode_lower(&mut text)))
     }
 
     /// The id as a string slice.

@@ -109,7 +109,8 @@ impl JobMeta {
         if let Some(id) = options.headers.get(MESSAGE_ID_HEADER) {
             return JobId::new(id);
         }
-        let now = SystemTime::now();
+        // The clock is read only when something needs it: a plain push
+        // reads it once, in its UUIDv7.
         let given = options
             .message_id
             .as_deref()
@@ -119,13 +120,14 @@ impl JobMeta {
             Some(given) => {
                 options
                     .headers
-                    .insert(ENQUEUED_AT_HEADER, millis(now).to_string());
+                    .insert(ENQUEUED_AT_HEADER, millis(SystemTime::now()).to_string());
                 JobId::new(given)
             }
             None => JobId::generate(),
         };
         options.headers.insert(MESSAGE_ID_HEADER, id.as_str());
         if let Some(delay) = options.delay.filter(|d| !d.is_zero()) {
+            let now = SystemTime::now();
             let at = now.checked_add(delay).unwrap_or(now);
             options
                 .headers

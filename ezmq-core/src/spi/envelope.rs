@@ -40,13 +40,15 @@ pub fn encode(headers: &Headers, body: &[u8]) -> Bytes {
     if headers.is_empty() {
         return Bytes::copy_from_slice(body);
     }
-    // Serializing a string map cannot fail.
-    let json = serde_json::to_vec(headers).unwrap_or_default();
-    let len = u32::try_from(json.len()).unwrap_or(u32::MAX);
-    let mut out = BytesMut::with_capacity(MAGIC.len() + 4 + json.len() + body.len());
+    let guess: usize = headers.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
+    let mut out = BytesMut::with_capacity(MAGIC.len() + 4 + guess + 2 + body.len());
     out.put_slice(MAGIC);
-    out.put_u32(len);
-    out.put_slice(&json);
+    out.put_u32(0);
+    let start = out.len();
+    // Serializing a string map into memory cannot fail.
+    let _ = serde_json::to_writer((&mut out).writer(), headers);
+    let len = u32::try_from(out.len() - start).unwrap_or(u32::MAX);
+    out[MAGIC.len()..start].copy_from_slice(&len.to_be_bytes());
     out.put_slice(body);
     out.freeze()
 }
