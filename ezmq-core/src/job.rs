@@ -31,7 +31,7 @@ impl JobId {
             // One counter per thread keeps its ids increasing without the
             // lock of uuid's shared context (ids of different threads
             // still sort by millisecond).
-            static CONTEXT: uuid::ContextV7 = uuid::ContextV7::new();
+            static CONTEXT: uuid::ContextV7 = const { uuid::ContextV7::new() };
         }
         let uuid = CONTEXT.with(|context| uuid::Uuid::new_v7(uuid::Timestamp::now(context)));
         let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
