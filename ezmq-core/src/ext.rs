@@ -116,7 +116,7 @@ pub trait MqClientExt: MqClient {
     }
 
     /// Starts a listener that decodes every job as JSON `T`. A job that does
-    /// not decode is a [`Permanent`] failure: it goes to the dead-letter
+    /// not decode is a [`Permanent`](crate::Permanent) failure: it goes to the dead-letter
     /// topic without retries.
     async fn add_json_listener<T, F, Fut, E>(&self, topic: &str, f: F) -> Result<ListenerHandle>
     where
@@ -147,7 +147,7 @@ pub trait MqClientExt: MqClient {
 
     /// A typed listener that still sees the delivery: the closure gets the
     /// decoded JSON `T` and the [`Job`] (id, attempt, headers). A job that
-    /// does not decode is a [`Permanent`] failure.
+    /// does not decode is a [`Permanent`](crate::Permanent) failure.
     ///
     /// ```no_run
     /// # async fn demo(client: &impl ezmq_core::MqClient) -> ezmq_core::Result<()> {

@@ -144,7 +144,7 @@ impl Job {
         Ok(serde_json::from_slice(&self.body)?)
     }
 
-    /// The job's [`JobMeta`]: id, attempt, its own retry policy, when it was
+    /// The job's [`JobMeta`](crate::JobMeta): id, attempt, its own retry policy, when it was
     /// pushed and scheduled.
     pub fn meta(&self) -> crate::JobMeta {
         crate::JobMeta::of(self)

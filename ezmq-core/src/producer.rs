@@ -7,7 +7,7 @@
 //!    ([`Runtime::check_push`](crate::spi::Runtime::check_push));
 //! 2. **stamp**: the job's id and [`JobMeta`] headers
 //!    ([`JobMeta::stamp`]);
-//! 3. **trace context, `send` span, metrics** ([`telemetry`](crate::telemetry));
+//! 3. **trace context, `send` span, metrics** ([`telemetry`]);
 //! 4. **the backend**: [`Backend::publish`], [`Backend::publish_batch`] or
 //!    [`FanOut::publish_to_groups`].
 //!

@@ -42,7 +42,7 @@ pub struct PushOptions {
     /// Headers the message carries to its handler.
     pub headers: Headers,
     /// The job's id, chosen by the producer: it is the job's
-    /// [`JobId`](crate::JobId), and on a backend with
+    /// [`JobId`], and on a backend with
     /// [`Capability::IdempotentPush`](crate::spi::Capability::IdempotentPush)
     /// a second push with the same id stores nothing. Unset: core gives the
     /// job a new UUIDv7.

@@ -91,7 +91,7 @@ impl Runtime {
         any.downcast_ref::<B>()
     }
 
-    /// The client's metric handles (see [`telemetry`]).
+    /// The client's metric handles (see [`telemetry`](crate::telemetry)).
     pub fn telemetry(&self) -> &Arc<Telemetry> {
         &self.telemetry
     }
