@@ -14,7 +14,7 @@ use crate::job::{Job, JobId};
 use crate::listener::ListenerHandle;
 use crate::mq_client::MqClient;
 use crate::push_options::PushOptions;
-use crate::spi::{Backend, Capabilities, Capability, Runtime, Source};
+use crate::spi::{Backend, Capabilities, Runtime, Source};
 use crate::topic::Topic;
 
 /// Settings of a [`Client`] that do not depend on the backend.
@@ -113,22 +113,12 @@ impl MqClient for Client {
 
     async fn queue_len(&self, topic: &str) -> Result<u64> {
         let topic = Topic::new(topic)?;
-        self.runtime.ensure_open()?;
-        self.runtime.require(Capability::QueueStats)?;
-        match self.runtime.backend().queue_stats() {
-            Some(stats) => stats.queue_len(&topic).await,
-            None => Err(self.runtime.unsupported(Capability::QueueStats)),
-        }
+        self.admin().queue_len(&topic).await
     }
 
     async fn peek(&self, topic: &str, n: usize) -> Result<Vec<Job>> {
         let topic = Topic::new(topic)?;
-        self.runtime.ensure_open()?;
-        self.runtime.require(Capability::Peek)?;
-        match self.runtime.backend().peek() {
-            Some(peek) => peek.peek(&topic, n).await,
-            None => Err(self.runtime.unsupported(Capability::Peek)),
-        }
+        self.admin().peek(&topic, n).await
     }
 
     fn backend_name(&self) -> &'static str {

@@ -30,13 +30,14 @@ pub(crate) async fn publish(
     let span = send_span(backend.name(), topic);
     span.record(names::MESSAGE_ID, display(id));
     let options = with_trace_context(&span, options);
-    let started = Instant::now();
-    let sent = backend
-        .publish(topic, body, &options)
-        .instrument(span.clone())
-        .await;
-    let _ = count(telemetry, topic, &span, started, sent.as_ref().map(|_| ()));
-    sent.map(|_| ())
+    instrumented(
+        telemetry,
+        topic,
+        &span,
+        backend.publish(topic, body, &options),
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Publishes a batch (each job already stamped) through
@@ -64,13 +65,7 @@ pub(crate) async fn publish_batch(
         .await;
     for result in &sent {
         // Only the span's error type is kept: the last failure's.
-        let _ = count(
-            telemetry,
-            topic,
-            &span,
-            started,
-            result.as_ref().map(|_| ()),
-        );
+        count(telemetry, topic, &span, started, result.as_ref().err());
     }
     sent
 }
@@ -108,35 +103,25 @@ async fn instrumented<T>(
 ) -> Result<T> {
     let started = Instant::now();
     let sent = send.instrument(span.clone()).await;
-    match &sent {
-        Ok(_) => telemetry.sent(topic, started),
-        Err(err) => {
-            let error_type = error_type(err);
-            record_error(span, error_type);
-            telemetry.send_failed(topic, started, error_type);
-        }
-    }
+    count(telemetry, topic, span, started, sent.as_ref().err());
     sent
 }
 
-/// Counts one job sent or failed.
+/// Counts one job sent (`failure` is `None`) or failed, recording the
+/// failure's type on `span`.
 fn count(
     telemetry: &Telemetry,
     topic: &Topic,
     span: &Span,
     started: Instant,
-    sent: Result<(), &crate::Error>,
-) -> Result<(), ()> {
-    match sent {
-        Ok(()) => {
-            telemetry.sent(topic, started);
-            Ok(())
-        }
-        Err(err) => {
+    failure: Option<&crate::Error>,
+) {
+    match failure {
+        None => telemetry.sent(topic, started),
+        Some(err) => {
             let error_type = error_type(err);
             record_error(span, error_type);
             telemetry.send_failed(topic, started, error_type);
-            Err(())
         }
     }
 }
