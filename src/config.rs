@@ -1,12 +1,15 @@
-//! `Config`: the broker URL and start-up behaviour, from code or from the
-//! environment.
+//! `Config`: the broker URL and every setting of a client, from code, from
+//! the URL's query string, or from `EZMQ_*` environment variables.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
+use ezmq_core::spi::option_value;
 use ezmq_core::{Client, Error, Result};
 
-use crate::connect::{connect_url, redact};
+use crate::connect::redact;
+use crate::settings::Plan;
 
 /// The environment variable with the broker URL.
 pub const URL_ENV: &str = "EZMQ_URL";
@@ -15,12 +18,43 @@ pub const URL_ENV: &str = "EZMQ_URL";
 /// while the broker is not up yet (`30s`, `500ms`, `2m`, or seconds).
 pub const CONNECT_RETRY_ENV: &str = "EZMQ_CONNECT_RETRY";
 
+/// The settings every backend takes, by name: in a URL's query string
+/// (`?prefix=app&max_payload=16MiB`) or as `EZMQ_<NAME>` variables. Each
+/// backend adds its own (`ezmq::redis::RedisConfig::OPTIONS`, ...); the
+/// whole table is in `docs/configuration.md`.
+pub const COMMON_OPTIONS: &[&str] = &[
+    "max_payload",
+    "connect_retry",
+    "prefix",
+    "timeout",
+    "connect_timeout",
+];
+
 /// Longest pause between two connection attempts.
 const MAX_PAUSE: Duration = Duration::from_secs(5);
 
-/// How a service reaches its broker: the URL ([`connect_url`] picks the
-/// backend from it) and how long to keep trying at start-up, so a service
-/// started before its broker waits instead of crash-looping.
+/// A typed section of one backend's settings, applied last.
+pub(crate) type Section<C> = Arc<dyn Fn(C) -> C + Send + Sync>;
+
+/// How a service reaches its broker, and every setting of its client: the
+/// URL ([`connect_url`](crate::connect_url) picks the backend from it),
+/// the settings every backend shares (payload limit, name prefix,
+/// timeouts, connect retry), and each backend's own through a typed
+/// section ([`Config::with_redis`], [`Config::with_rabbitmq`],
+/// [`Config::with_disque`]).
+///
+/// The same settings can come from three places; for each one, **code
+/// wins over the URL's query string, which wins over an `EZMQ_*`
+/// variable**:
+///
+/// - code: `Config::new(url).with_prefix("app")`;
+/// - the URL: `redis://127.0.0.1:6379/0?prefix=app&max_payload=16MiB`;
+/// - the environment ([`Config::from_env`], [`Config::with_env`]):
+///   `EZMQ_URL`, `EZMQ_PREFIX=app`, `EZMQ_MAX_PAYLOAD=16MiB`.
+///
+/// An unknown name in the URL, or a value that does not parse, fails
+/// [`Config::connect`] before anything connects, with
+/// [`Error::InvalidOption`] naming the setting.
 ///
 /// ```no_run
 /// # async fn demo() -> ezmq::Result<()> {
@@ -28,23 +62,54 @@ const MAX_PAUSE: Duration = Duration::from_secs(5);
 ///
 /// // In code:
 /// let client = ezmq::Config::new("redis://127.0.0.1:6379")
+///     .with_prefix("signup")
+///     .with_max_payload_bytes(16 << 20)
 ///     .with_connect_retry(Duration::from_secs(30))
+///     .with_redis(|redis| redis.with_lease(Duration::from_secs(60)))
 ///     .connect()
 ///     .await?;
-/// // Or from EZMQ_URL and EZMQ_CONNECT_RETRY:
+/// // The same in the URL:
+/// let client = ezmq::connect_url(
+///     "redis://127.0.0.1:6379?prefix=signup&max_payload=16MiB&connect_retry=30s&lease=60s",
+/// )
+/// .await?;
+/// // Or from EZMQ_URL and the other EZMQ_* variables:
 /// let client = ezmq::Config::from_env()?.connect().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct Config {
     /// The broker URL (`disque://`, `redis://`, `redis+cluster://`,
-    /// `amqp://`).
+    /// `amqp://`), optionally with settings in its query string.
     pub url: String,
     /// Keep retrying a connection that fails with a retryable error
     /// (refused, timed out) for this long. Default `None`: fail at once.
-    /// Rejected credentials and bad URLs fail at once regardless.
+    /// Failures only a configuration change fixes (credentials, unknown
+    /// virtual host or database, another protocol at the port) fail at
+    /// once regardless. Name `connect_retry`.
     pub connect_retry: Option<Duration>,
+    /// Largest body a push accepts, in bytes. Default 1 MiB. Name
+    /// `max_payload` (`16MiB`, `512KiB`, `1048576`).
+    pub max_payload_bytes: Option<usize>,
+    /// Prefix of every name ezmq creates on the broker (Redis keys,
+    /// RabbitMQ queues and exchanges), so services can share one broker.
+    /// Disque has none and refuses it. Name `prefix`.
+    pub prefix: Option<String>,
+    /// Bound of one request to the broker once connected (Redis and
+    /// Disque command timeout, RabbitMQ operation timeout). Name
+    /// `timeout`.
+    pub timeout: Option<Duration>,
+    /// Bound of one connection attempt. Name `connect_timeout`.
+    pub connect_timeout: Option<Duration>,
+    /// Settings read from `EZMQ_*` variables, below the URL's and code's.
+    pub(crate) env: Vec<(String, String)>,
+    #[cfg(feature = "disque")]
+    pub(crate) disque: Option<Section<ezmq_disque::DisqueConfig>>,
+    #[cfg(feature = "redis")]
+    pub(crate) redis: Option<Section<ezmq_redis::RedisConfig>>,
+    #[cfg(feature = "rabbitmq")]
+    pub(crate) rabbitmq: Option<Section<ezmq_rabbitmq::RabbitConfig>>,
 }
 
 impl fmt::Debug for Config {
@@ -52,7 +117,12 @@ impl fmt::Debug for Config {
         f.debug_struct("Config")
             .field("url", &redact(&self.url))
             .field("connect_retry", &self.connect_retry)
-            .finish()
+            .field("max_payload_bytes", &self.max_payload_bytes)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("env", &self.env)
+            .finish_non_exhaustive()
     }
 }
 
@@ -62,6 +132,17 @@ impl Config {
         Config {
             url: url.into(),
             connect_retry: None,
+            max_payload_bytes: None,
+            prefix: None,
+            timeout: None,
+            connect_timeout: None,
+            env: Vec::new(),
+            #[cfg(feature = "disque")]
+            disque: None,
+            #[cfg(feature = "redis")]
+            redis: None,
+            #[cfg(feature = "rabbitmq")]
+            rabbitmq: None,
         }
     }
 
@@ -72,11 +153,92 @@ impl Config {
         self
     }
 
-    /// Reads [`URL_ENV`] (required) and [`CONNECT_RETRY_ENV`] (optional).
-    /// Fails with [`Error::InvalidOption`] naming the variable when one is
-    /// missing or malformed.
+    /// Sets [`Config::max_payload_bytes`].
+    #[must_use]
+    pub fn with_max_payload_bytes(mut self, max: usize) -> Self {
+        self.max_payload_bytes = Some(max);
+        self
+    }
+
+    /// Sets [`Config::prefix`].
+    #[must_use]
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Sets [`Config::timeout`].
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sets [`Config::connect_timeout`].
+    #[must_use]
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// The Redis backend's own settings, applied after the URL's:
+    /// `.with_redis(|redis| redis.with_lease(Duration::from_secs(60)))`.
+    /// Ignored for another backend's URL.
+    #[cfg(feature = "redis")]
+    #[must_use]
+    pub fn with_redis(
+        mut self,
+        section: impl Fn(ezmq_redis::RedisConfig) -> ezmq_redis::RedisConfig + Send + Sync + 'static,
+    ) -> Self {
+        self.redis = Some(Arc::new(section));
+        self
+    }
+
+    /// The RabbitMQ backend's own settings, applied after the URL's:
+    /// `.with_rabbitmq(|amqp| amqp.with_prefetch(50))`. Ignored for another
+    /// backend's URL.
+    #[cfg(feature = "rabbitmq")]
+    #[must_use]
+    pub fn with_rabbitmq(
+        mut self,
+        section: impl Fn(ezmq_rabbitmq::RabbitConfig) -> ezmq_rabbitmq::RabbitConfig
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        self.rabbitmq = Some(Arc::new(section));
+        self
+    }
+
+    /// The Disque backend's own settings, applied after the URL's:
+    /// `.with_disque(|disque| disque.with_default_replicate(2))`. Ignored for
+    /// another backend's URL.
+    #[cfg(feature = "disque")]
+    #[must_use]
+    pub fn with_disque(
+        mut self,
+        section: impl Fn(ezmq_disque::DisqueConfig) -> ezmq_disque::DisqueConfig + Send + Sync + 'static,
+    ) -> Self {
+        self.disque = Some(Arc::new(section));
+        self
+    }
+
+    /// Reads [`URL_ENV`] (required) and every other setting from its
+    /// `EZMQ_<NAME>` variable ([`Config::with_env`]). Fails with
+    /// [`Error::InvalidOption`] naming the variable when `EZMQ_URL` is
+    /// missing.
     pub fn from_env() -> Result<Self> {
         Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Adds the settings of `EZMQ_<NAME>` variables (`EZMQ_PREFIX`,
+    /// `EZMQ_MAX_PAYLOAD`, `EZMQ_CONNECT_RETRY`, a backend's own such as
+    /// `EZMQ_LEASE`), below those of the URL and of code. A variable for
+    /// another backend's setting is ignored; a value that does not parse
+    /// fails [`Config::connect`] naming the variable.
+    #[must_use]
+    pub fn with_env(self) -> Self {
+        self.with_lookup(|name| std::env::var(name).ok())
     }
 
     fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
@@ -91,33 +253,33 @@ impl Config {
                     ),
                 )
             })?;
-        let mut config = Config::new(url.trim());
-        if let Some(wait) = get(CONNECT_RETRY_ENV).filter(|w| !w.trim().is_empty()) {
-            let parsed = parse_duration(wait.trim()).ok_or_else(|| {
-                Error::invalid_option(
-                    "connect_retry",
-                    format!(
-                        "{CONNECT_RETRY_ENV}={wait:?} is not a duration such as 30s, 500ms or 2m"
-                    ),
-                )
-            })?;
-            config.connect_retry = Some(parsed);
+        Ok(Config::new(url.trim()).with_lookup(get))
+    }
+
+    fn with_lookup(mut self, get: impl Fn(&str) -> Option<String>) -> Self {
+        for name in crate::settings::every_option_name() {
+            if let Some(value) = get(&option_value::env_var(name)).filter(|v| !v.trim().is_empty())
+            {
+                self.env.push((name.to_owned(), value.trim().to_owned()));
+            }
         }
-        Ok(config)
+        self
     }
 
     /// Connects; with [`Config::connect_retry`], retries retryable failures
     /// (pausing 100 ms, doubling to 5 s) until it has passed, logging each
-    /// failed attempt, then returns the last error.
+    /// failed attempt, then returns the last error. Every setting is
+    /// checked first: a bad one fails at once, before any connection.
     pub async fn connect(&self) -> Result<Client> {
-        let Some(wait) = self.connect_retry else {
-            return connect_url(&self.url).await;
+        let plan = Plan::of(self)?;
+        let Some(wait) = plan.connect_retry else {
+            return plan.connect().await;
         };
         let deadline = tokio::time::Instant::now() + wait.min(Duration::from_secs(86_400));
         let mut pause = Duration::from_millis(100);
         let mut attempt = 1u32;
         loop {
-            match connect_url(&self.url).await {
+            match plan.connect().await {
                 Ok(client) => return Ok(client),
                 Err(err) if err.is_retryable() => {
                     let now = tokio::time::Instant::now();
@@ -136,27 +298,11 @@ impl Config {
     }
 }
 
-/// `30s`, `500ms`, `2m`, `1h`, or plain seconds.
-fn parse_duration(text: &str) -> Option<Duration> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number.parse().ok()?;
-    match unit.trim() {
-        "" | "s" => Some(Duration::from_secs(n)),
-        "ms" => Some(Duration::from_millis(n)),
-        "m" => n.checked_mul(60).map(Duration::from_secs),
-        "h" => n.checked_mul(3600).map(Duration::from_secs),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    pub(crate) fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
         move |name| {
             pairs
                 .iter()
@@ -170,24 +316,17 @@ mod tests {
         let c = Config::from_lookup(env(&[
             (URL_ENV, "redis://:pw@127.0.0.1:6379"),
             (CONNECT_RETRY_ENV, "30s"),
+            ("EZMQ_PREFIX", "app"),
+            ("EZMQ_NOT_A_SETTING", "x"),
         ]))
         .unwrap();
         assert_eq!(c.url, "redis://:pw@127.0.0.1:6379");
-        assert_eq!(c.connect_retry, Some(Duration::from_secs(30)));
+        assert!(c.env.contains(&("connect_retry".into(), "30s".into())));
+        assert!(c.env.contains(&("prefix".into(), "app".into())));
+        assert_eq!(c.env.len(), 2);
         assert!(!format!("{c:?}").contains("pw"), "{c:?}");
 
         let err = Config::from_lookup(env(&[])).unwrap_err();
         assert!(err.to_string().contains("EZMQ_URL is not set"), "{err}");
-        let err = Config::from_lookup(env(&[(URL_ENV, "x://"), (CONNECT_RETRY_ENV, "soon")]))
-            .unwrap_err();
-        assert!(err.to_string().contains("EZMQ_CONNECT_RETRY"), "{err}");
-    }
-
-    #[test]
-    fn parses_durations() {
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("7"), Some(Duration::from_secs(7)));
-        assert_eq!(parse_duration("1.5s"), None);
     }
 }

@@ -2,6 +2,8 @@
 
 use ezmq_core::{Client, Error, Result};
 
+use crate::config::Config;
+
 /// The URL schemes [`connect_url`] knows, with the backend each picks and
 /// the cargo feature of `ezmq` that brings it.
 pub const SCHEMES: &[(&str, &str, &str)] = &[
@@ -19,13 +21,18 @@ pub const SCHEMES: &[(&str, &str, &str)] = &[
 /// | URL | backend |
 /// |---|---|
 /// | `disque://[:password@]host:port[,host:port...]` | Disque, or the embedded server |
-/// | `redis://[:password@]host:port[/db]`, `rediss://...` | Redis (Streams) |
+/// | `redis://[:password@]host:port[/db]` | Redis (Streams) |
 /// | `redis+cluster://host:port,host:port` | Redis Cluster |
 /// | `amqp://user:pass@host:5672/vhost`, `amqps://...` | RabbitMQ |
 ///
+/// Settings go in the query string, the same names as
+/// [`Config`]'s: `redis://127.0.0.1:6379?prefix=app&max_payload=16MiB`.
+/// This is `Config::new(url).connect()`.
+///
 /// Fails with [`Error::InvalidOption`] (option `url`) for a URL without a
-/// known scheme or whose backend feature is off, and with the backend's
-/// connection error when the broker does not answer.
+/// known scheme or whose backend feature is off, naming the setting for a
+/// bad one, and with [`Error::Connect`] when the broker does not answer or
+/// refuses the connection.
 ///
 /// ```no_run
 /// # async fn demo() -> ezmq::Result<()> {
@@ -37,37 +44,11 @@ pub const SCHEMES: &[(&str, &str, &str)] = &[
 /// # Ok(()) }
 /// ```
 pub async fn connect_url(url: &str) -> Result<Client> {
-    let Some((scheme, _)) = url.split_once("://") else {
-        return Err(bad_url(url, "it has no scheme"));
-    };
-    match scheme.to_ascii_lowercase().as_str() {
-        #[cfg(feature = "disque")]
-        "disque" => ezmq_disque::connect_url(url).await,
-        #[cfg(feature = "redis")]
-        "redis" | "rediss" | "redis+cluster" => ezmq_redis::connect_url(url).await,
-        #[cfg(feature = "rabbitmq")]
-        "amqp" | "amqps" => ezmq_rabbitmq::connect_url(url).await,
-        other => match SCHEMES.iter().find(|(s, _, _)| *s == other) {
-            Some((_, _, feature)) => Err(bad_url(
-                url,
-                &format!("scheme `{other}` needs the `{feature}` feature of the ezmq crate"),
-            )),
-            None => Err(bad_url(
-                url,
-                &format!(
-                    "unknown scheme `{other}`; use one of {}",
-                    SCHEMES
-                        .iter()
-                        .map(|(s, _, _)| format!("{s}://"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            )),
-        },
-    }
+    Config::new(url).connect().await
 }
 
-fn bad_url(url: &str, why: &str) -> Error {
+/// The error for a URL that cannot be used, its password redacted.
+pub(crate) fn bad_url(url: &str, why: &str) -> Error {
     Error::invalid_option("url", format!("{:?}: {why}", redact(url)))
 }
 

@@ -36,8 +36,9 @@
 
 mod config;
 mod connect;
+mod settings;
 
-pub use config::{Config, CONNECT_RETRY_ENV, URL_ENV};
+pub use config::{Config, COMMON_OPTIONS, CONNECT_RETRY_ENV, URL_ENV};
 pub use connect::{connect_url, SCHEMES};
 pub use ezmq_core::*;
 

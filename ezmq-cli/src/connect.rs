@@ -9,15 +9,18 @@ use crate::exit::{CliError, CliResult};
 /// How long a command waits for its last acknowledgements when it closes.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
-/// Connects to `url` (from `--url` or `EZMQ_URL`).
+/// Connects to `url` (from `--url` or `EZMQ_URL`), with the settings of
+/// its query string (`?prefix=app`) over those of `EZMQ_*` variables, as
+/// a service's `ezmq::Config::from_env` reads them: the CLI sees what the
+/// service sees.
 ///
-/// A URL that does not parse is [`CliError::BadUrl`]; a broker that does
-/// not answer or refuses us is [`CliError::Unreachable`].
+/// A URL or setting that does not parse is [`CliError::BadUrl`]; a broker
+/// that does not answer or refuses us is [`CliError::Unreachable`].
 pub(crate) async fn connect(url: Option<&str>) -> CliResult<Client> {
     let url = url
         .filter(|u| !u.trim().is_empty())
         .ok_or(CliError::NoUrl)?;
-    match ezmq::connect_url(url).await {
+    match ezmq::Config::new(url).with_env().connect().await {
         Ok(client) => Ok(client),
         Err(err @ (Error::InvalidOption { .. } | Error::InvalidTopic { .. })) => {
             Err(CliError::BadUrl(err))

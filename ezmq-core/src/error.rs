@@ -37,8 +37,13 @@ pub enum Error {
         reason: String,
     },
 
-    /// A payload is larger than the client's configured limit.
-    #[error("payload of {size} bytes exceeds the limit of {max} bytes")]
+    /// A payload is larger than the client's configured limit. The message
+    /// names the setting that raises it.
+    #[error(
+        "payload of {size} bytes exceeds the limit of {max} bytes; raise the limit with \
+         `max_payload` (URL `?max_payload=16MiB`, `EZMQ_MAX_PAYLOAD`, or \
+         `Config::with_max_payload_bytes`)"
+    )]
     PayloadTooLarge {
         /// The payload size in bytes.
         size: usize,
@@ -157,80 +162,96 @@ pub enum Error {
     },
 }
 
-/// Why a connection to a broker failed.
+/// Why a connection to a broker failed: each kind says what to check, and
+/// whether trying again later can help ([`ConnectFailure::is_retryable`]).
+///
+/// Backends classify from their drivers' error types and codes (I/O error
+/// kinds, RESP error codes, AMQP reply codes, the reply to a handshake),
+/// never from message text.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ConnectFailure {
-    /// Nothing listens on the address (connection refused).
+    /// Nothing listens on the address (connection refused). Retryable: the
+    /// broker may be starting.
     Refused,
-    /// No answer in time.
+    /// No answer in time. Retryable.
     TimedOut,
     /// The broker rejected the credentials. Not retryable.
     AuthenticationFailed,
-    /// The host name does not resolve.
+    /// The host name does not resolve. Retryable (DNS entries of a starting
+    /// deployment appear late).
     UnknownHost,
     /// The TLS handshake failed. Not retryable.
     Tls,
-    /// Anything else (the cause chain says what).
+    /// Something else answers at that address: another broker (the cause
+    /// says which, and the URL scheme to use) or a server that does not
+    /// speak this backend's protocol. Not retryable.
+    WrongProtocol,
+    /// The broker answered, but the database or virtual host the URL names
+    /// does not exist (or the user may not open it). Not retryable.
+    UnknownDatabase,
+    /// The connection was closed or reset before the handshake finished.
+    /// Retryable: a broker shutting down or starting does this.
+    Closed,
+    /// Anything else (the cause chain says what). Retryable.
     #[default]
     Other,
 }
 
 impl ConnectFailure {
-    /// Classifies a connection error from any client library by its cause
-    /// chain: `std::io::Error` kinds first, then the words the messages of
-    /// common clients use (`invalid password`, `ACCESS_REFUSED`, ...).
+    /// Classifies a connection error by the I/O error kinds in its cause
+    /// chain (refused, timed out, closed); anything else is
+    /// [`ConnectFailure::Other`]. Backends that know more (an
+    /// authentication reply, a handshake answered by another protocol)
+    /// say so with [`Error::connect_failed`].
     pub fn classify(err: &(dyn std::error::Error + 'static)) -> Self {
-        let mut text = String::new();
         let mut current = Some(err);
         while let Some(e) = current {
             if let Some(io) = e.downcast_ref::<std::io::Error>() {
-                match io.kind() {
-                    std::io::ErrorKind::ConnectionRefused => return ConnectFailure::Refused,
-                    std::io::ErrorKind::TimedOut => return ConnectFailure::TimedOut,
-                    _ => {}
+                if let Some(failure) = Self::of_io(io.kind()) {
+                    return failure;
                 }
             }
-            text.push_str(&e.to_string().to_ascii_lowercase());
-            text.push('\n');
             current = e.source();
         }
-        let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
-        if has(&[
-            "password",
-            "authentication",
-            "auth failed",
-            "noauth",
-            "wrongpass",
-            "access_refused",
-            "access refused",
-            "not authorized",
-        ]) {
-            ConnectFailure::AuthenticationFailed
-        } else if has(&["refused"]) {
-            ConnectFailure::Refused
-        } else if has(&["timed out", "timeout", "deadline has elapsed"]) {
-            ConnectFailure::TimedOut
-        } else if has(&[
-            "lookup address",
-            "name or service not known",
-            "no such host",
-            "dns",
-            "resolve",
-        ]) {
-            ConnectFailure::UnknownHost
-        } else if has(&["tls", "ssl", "certificate", "handshake"]) {
-            ConnectFailure::Tls
-        } else {
-            ConnectFailure::Other
+        ConnectFailure::Other
+    }
+
+    /// The failure an I/O error kind stands for, if it is one of those a
+    /// connection attempt meets.
+    pub fn of_io(kind: std::io::ErrorKind) -> Option<Self> {
+        use std::io::ErrorKind as K;
+        match kind {
+            K::ConnectionRefused => Some(ConnectFailure::Refused),
+            K::TimedOut => Some(ConnectFailure::TimedOut),
+            K::ConnectionReset | K::ConnectionAborted | K::UnexpectedEof | K::BrokenPipe => {
+                Some(ConnectFailure::Closed)
+            }
+            _ => None,
         }
+    }
+
+    /// True when trying again later may succeed: the broker may not be up
+    /// yet. False for what only a change of configuration fixes (bad
+    /// credentials, TLS, wrong protocol at the port, unknown database or
+    /// virtual host): `ezmq::Config`'s connect retry stops at once for
+    /// those.
+    pub fn is_retryable(self) -> bool {
+        !matches!(
+            self,
+            ConnectFailure::AuthenticationFailed
+                | ConnectFailure::Tls
+                | ConnectFailure::WrongProtocol
+                | ConnectFailure::UnknownDatabase
+        )
     }
 }
 
 /// The part of a connection error's message after the addresses: what
-/// happened and what to check. The cause itself is only repeated for
-/// [`ConnectFailure::Other`] (elsewhere it is in the source chain, so
-/// `{:#}` prints it once).
+/// happened and what to check. The cause itself is repeated where it says
+/// what the kind cannot ([`ConnectFailure::WrongProtocol`],
+/// [`ConnectFailure::UnknownDatabase`], [`ConnectFailure::Other`]);
+/// elsewhere it is in the source chain, so `{:#}` prints it once.
 fn connect_message(failure: ConnectFailure, source: &BoxError) -> String {
     match failure {
         ConnectFailure::Refused => {
@@ -246,19 +267,43 @@ fn connect_message(failure: ConnectFailure, source: &BoxError) -> String {
         ConnectFailure::Tls => {
             "TLS handshake failed; check the certificates and the URL scheme".into()
         }
+        ConnectFailure::WrongProtocol => {
+            format!("wrong protocol at that address: {source}; check the URL's scheme and port")
+        }
+        ConnectFailure::UnknownDatabase => {
+            format!("{source}; check the database or virtual host in the URL")
+        }
+        ConnectFailure::Closed => {
+            "the connection closed during the handshake; is the broker starting or \
+             shutting down, or is something else listening there?"
+                .into()
+        }
         ConnectFailure::Other => source.to_string(),
     }
 }
 
 impl Error {
-    /// A connection error, classified from its cause chain
-    /// ([`ConnectFailure::classify`]).
+    /// A connection error, classified from the I/O errors in its cause
+    /// chain ([`ConnectFailure::classify`]).
     pub fn connect(addrs: impl Into<String>, source: impl Into<BoxError>) -> Self {
         let source = source.into();
         Error::Connect {
             addrs: addrs.into(),
             failure: ConnectFailure::classify(source.as_ref()),
             source,
+        }
+    }
+
+    /// A connection error the backend classified itself.
+    pub fn connect_failed(
+        addrs: impl Into<String>,
+        failure: ConnectFailure,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        Error::Connect {
+            addrs: addrs.into(),
+            failure,
+            source: source.into(),
         }
     }
 
@@ -287,15 +332,13 @@ impl Error {
     }
 
     /// True when retrying the same operation later may succeed and cannot
-    /// do it twice (not for rejected credentials or a failed TLS handshake,
+    /// do it twice (not for a connection failure only a configuration
+    /// change fixes, [`ConnectFailure::is_retryable`],
     /// and not for [`Error::OutcomeUnknown`]: see
     /// [`Error::is_outcome_unknown`]).
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Connect { failure, .. } => !matches!(
-                failure,
-                ConnectFailure::AuthenticationFailed | ConnectFailure::Tls
-            ),
+            Error::Connect { failure, .. } => failure.is_retryable(),
             Error::Backend { retryable, .. } => *retryable,
             Error::Timeout(_) | Error::NoReply { .. } => true,
             _ => false,
@@ -359,15 +402,43 @@ mod tests {
             e.to_string(),
             "could not connect to 127.0.0.1:1: connection refused; is the broker running and listening on that address?"
         );
-        let auth = Error::connect("h:1", "ERR invalid password");
+        // Message text is never classified: only the I/O kinds, or what
+        // the backend says.
+        let text = Error::connect("h:1", "ERR invalid password");
         assert!(matches!(
-            auth,
+            text,
             Error::Connect {
-                failure: ConnectFailure::AuthenticationFailed,
+                failure: ConnectFailure::Other,
                 ..
             }
         ));
+        let auth = Error::connect_failed(
+            "h:1",
+            ConnectFailure::AuthenticationFailed,
+            "WRONGPASS invalid username-password pair",
+        );
         assert!(!auth.is_retryable());
+        let wrong = Error::connect_failed(
+            "h:1",
+            ConnectFailure::WrongProtocol,
+            "a Redis server answers there; use a redis:// URL",
+        );
+        assert!(!wrong.is_retryable());
+        assert_eq!(
+            wrong.to_string(),
+            "could not connect to h:1: wrong protocol at that address: a Redis server answers \
+             there; use a redis:// URL; check the URL's scheme and port"
+        );
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        let closed = Error::connect("h:1", Error::backend(reset, true));
+        assert!(matches!(
+            closed,
+            Error::Connect {
+                failure: ConnectFailure::Closed,
+                ..
+            }
+        ));
+        assert!(closed.is_retryable());
         assert!(!Error::Shutdown.is_retryable());
         assert!(Error::Timeout(Duration::from_secs(1)).is_timeout());
         assert!(!Error::backend("bad", false).is_retryable());

@@ -389,9 +389,25 @@ impl FromStr for DisqueConfig {
     type Err = DisqueError;
 
     /// Parses `disque://[:password@]host:port[,host2:port2...]`; a host
-    /// without a port uses 7711, the password is percent-decoded, every
-    /// other setting keeps its default.
+    /// without a port uses 7711, the password is percent-decoded. Settings
+    /// go in the query string (`?replicate=2&retry=30s`, the names of
+    /// [`DisqueConfig::OPTIONS`]); every other one keeps its default.
     fn from_str(url: &str) -> Result<Self, DisqueError> {
+        let (base, pairs) = ezmq_core::spi::option_value::split_query(url)
+            .map_err(|e| crate::url_options::option_error(e, redact(url)))?;
+        let mut config = Self::from_base_url(base)?;
+        for (name, text) in pairs {
+            config = config
+                .with_option(&name, &text)
+                .map_err(|e| crate::url_options::option_error(e, redact(url)))?;
+        }
+        Ok(config)
+    }
+}
+
+impl DisqueConfig {
+    /// [`FromStr`] for a URL without a query string.
+    fn from_base_url(url: &str) -> Result<Self, DisqueError> {
         let invalid = |reason: &str| DisqueError::InvalidUrl {
             url: redact(url),
             reason: reason.to_owned(),
@@ -401,7 +417,7 @@ impl FromStr for DisqueConfig {
             .ok_or_else(|| invalid("must start with `disque://`"))?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         if rest.contains(['/', '?', '#']) {
-            return Err(invalid("paths, queries and fragments are not supported"));
+            return Err(invalid("paths and fragments are not supported"));
         }
         let (password, hosts) = match rest.rsplit_once('@') {
             Some((userinfo, hosts)) => {

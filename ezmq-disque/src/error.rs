@@ -112,6 +112,16 @@ pub enum DisqueError {
         reply: String,
     },
 
+    /// Something other than Disque answers at a seed: Redis (its `HELLO`
+    /// is another), RabbitMQ, ... The advice names the URL scheme to use.
+    #[error("the server at {addr} is not Disque: {advice}")]
+    NotDisque {
+        /// The seed's address.
+        addr: String,
+        /// What answers there, and what to use instead.
+        advice: &'static str,
+    },
+
     /// The node table is empty (every node left).
     #[error("no Disque node is known")]
     NoNodes,

@@ -29,6 +29,7 @@ mod backend;
 mod claim;
 mod commands;
 mod config;
+mod connect_failure;
 mod delivery;
 mod error;
 mod fan_out;
@@ -39,6 +40,7 @@ mod push_options;
 mod reply;
 mod resp;
 mod spi_impl;
+mod url_options;
 
 pub use backend::DisqueBackend;
 pub use config::{DisqueConfig, DEFAULT_PORT};

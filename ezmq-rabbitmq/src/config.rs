@@ -266,9 +266,11 @@ impl RabbitConfig {
 impl FromStr for RabbitConfig {
     type Err = Error;
 
-    /// A configuration with this URL and every other default.
+    /// A configuration with this URL, the settings in its query string
+    /// (`?prefix=app.&prefetch=50`, the names of [`RabbitConfig::OPTIONS`])
+    /// and every other default.
     fn from_str(url: &str) -> Result<Self> {
-        let config = RabbitConfig::default().with_url(url);
+        let config = RabbitConfig::from_url_with_query(url)?;
         config.validate()?;
         Ok(config)
     }

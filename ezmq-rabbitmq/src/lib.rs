@@ -24,6 +24,7 @@ mod backend;
 mod batch;
 mod claim;
 mod config;
+mod connect_failure;
 mod consumer;
 mod declared;
 mod delivery;
@@ -37,6 +38,7 @@ mod reply;
 mod session;
 mod stats;
 mod topology;
+mod url_options;
 
 pub use backend::RabbitBackend;
 pub use config::{QueueType, RabbitConfig, DEFAULT_URL};

@@ -447,8 +447,18 @@ impl Connector {
                     .saturating_mul(1 << state.failures.min(10))
                     .min(self.config.max_reconnect_backoff);
                 state.retry_at = Some(Instant::now() + backoff);
-                tracing::warn!(cause = %err, retry_in = ?backoff, "cannot connect to RabbitMQ");
-                let error = Error::connect(redact(&self.config.url), err);
+                let error = crate::connect_failure::connect_error(
+                    &self.config.url,
+                    redact(&self.config.url),
+                    err,
+                )
+                .await;
+                // The first connection's error goes back to the caller,
+                // who decides; only a running backend retries by itself.
+                if generation > 0 {
+                    tracing::warn!(cause = %error, retry_in = ?backoff,
+                        "cannot reconnect to RabbitMQ; retrying");
+                }
                 if let Error::Connect { failure, .. } = &error {
                     state.last_failure = *failure;
                 }

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::RedisConfig;
 use crate::conn::{Conn, Connector, Pool, BLOCK_MARGIN};
 use crate::error::{self, RedisBackendError};
+use crate::handshake;
 use crate::source::SourceState;
 
 /// The Redis Streams backend (single server or Redis Cluster).
@@ -94,12 +95,15 @@ impl RedisBackend {
         config.validate()?;
         // Passwords redacted: errors and logs never show them.
         let addrs = config.redacted_urls();
-        let connect_error = |source: RedisError| Error::connect(addrs.clone(), source);
         // Nothing is connected yet: a failure is a URL this build cannot
         // use (say `rediss://` without TLS support).
         let connector = Connector::new(&config)
             .map_err(|err| Error::invalid_option("urls", format!("{addrs}: {err}")))?;
-        let shared = connector.shared(&config).await.map_err(connect_error)?;
+        let mut shared = match connector.shared(&config).await {
+            Ok(shared) => shared,
+            Err(err) => return Err(handshake::connect_failed(&config, &addrs, err).await),
+        };
+        handshake::check_server(&mut shared, &config, &addrs).await?;
         let consumer = config
             .consumer_name
             .clone()

@@ -306,8 +306,22 @@ impl FromStr for RedisConfig {
     type Err = Error;
 
     /// Parses `redis://[:password@]host:port[/db]` (single server) or
-    /// `redis+cluster://[:password@]host:port,host:port` (cluster seeds).
+    /// `redis+cluster://[:password@]host:port,host:port` (cluster seeds),
+    /// with settings in the query string (`?prefix=app&lease=30s`, the
+    /// names of [`RedisConfig::OPTIONS`]).
     fn from_str(url: &str) -> Result<Self> {
+        let (base, pairs) = ezmq_core::spi::option_value::split_query(url)?;
+        let mut config = Self::from_base_url(base)?;
+        for (name, text) in pairs {
+            config = config.with_option(&name, &text)?;
+        }
+        Ok(config)
+    }
+}
+
+impl RedisConfig {
+    /// [`FromStr`] for a URL without a query string.
+    fn from_base_url(url: &str) -> Result<Self> {
         if let Some(rest) = url.strip_prefix("redis+cluster://") {
             let (auth, hosts) = match rest.rsplit_once('@') {
                 Some((auth, hosts)) => (Some(auth), hosts),
@@ -425,6 +439,14 @@ mod tests {
         assert!("amqp://x".parse::<RedisConfig>().is_err());
         assert!("redis://a:1,b:2".parse::<RedisConfig>().is_err());
         assert!("redis+cluster://".parse::<RedisConfig>().is_err());
+        let c: RedisConfig = "redis://:pw@h:6379/2?prefix=app&lease=10s".parse().unwrap();
+        assert_eq!(c.urls, ["redis://:pw@h:6379/2"]);
+        assert_eq!(
+            (c.key_prefix.as_str(), c.lease),
+            ("app", Duration::from_secs(10))
+        );
+        let err = "redis://h?lease=soon".parse::<RedisConfig>().unwrap_err();
+        assert!(err.to_string().contains("`lease`"), "{err}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod config;
 mod conn;
 mod error;
 mod fan_out;
+mod handshake;
 mod keys;
 mod live;
 mod push;
@@ -45,6 +46,7 @@ mod scripts;
 mod settle;
 mod source;
 mod stats;
+mod url_options;
 
 pub use backend::RedisBackend;
 pub use config::{RedisConfig, DEFAULT_URL};

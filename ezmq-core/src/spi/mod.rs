@@ -27,6 +27,8 @@ pub mod envelope;
 mod failure_text;
 mod fan_out;
 mod job_store;
+pub mod option_value;
+pub mod protocol_probe;
 mod reply;
 mod runtime;
 mod source;

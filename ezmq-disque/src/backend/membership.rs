@@ -18,10 +18,20 @@ impl Shared {
             .await?;
         parse_hello(&value, node.addr())
             .map(|(_, nodes)| nodes)
-            .ok_or_else(|| DisqueError::UnexpectedReply {
-                command: "HELLO",
-                addr: node.addr().to_owned(),
-                reply: abbreviate(&value),
+            .ok_or_else(|| {
+                if is_redis_hello(&value) {
+                    DisqueError::NotDisque {
+                        addr: node.addr().to_owned(),
+                        advice: "a Redis server answers there (its HELLO is Redis'); use a \
+                                 redis:// URL",
+                    }
+                } else {
+                    DisqueError::UnexpectedReply {
+                        command: "HELLO",
+                        addr: node.addr().to_owned(),
+                        reply: abbreviate(&value),
+                    }
+                }
             })
     }
 
@@ -160,4 +170,18 @@ async fn probe_down_nodes(shared: &Shared) {
         }
     });
     futures::future::join_all(probes).await;
+}
+
+/// True for the reply Redis 6 or later gives `HELLO`: its server
+/// properties (`server`, `redis`, `version`, ...), where Disque's starts
+/// with its protocol version.
+fn is_redis_hello(value: &redis::Value) -> bool {
+    use redis::Value;
+    match value {
+        Value::Map(_) => true,
+        Value::Array(items) => {
+            matches!(items.first(), Some(Value::BulkString(key)) if key.as_slice() == b"server")
+        }
+        _ => false,
+    }
 }

@@ -109,9 +109,8 @@ impl DisqueBackend {
         config.validate()?;
         let shared = Arc::new(Shared::new(config));
         if let Err(last) = shared.refresh_from_seeds().await {
-            let addrs = shared.config.seeds.join(",");
-            tracing::warn!(%addrs, cause = %last, "no Disque seed reachable");
-            return Err(Error::connect(addrs, last));
+            // Returned, not logged: the caller decides what to say.
+            return Err(crate::connect_failure::connect_error(&shared.config.seeds, last).await);
         }
         tracing::info!(nodes = ?shared.node_list(), "connected to Disque");
         let task = tokio::spawn(membership::refresh_loop(Arc::clone(&shared)));
