@@ -129,3 +129,19 @@ pub mod prelude {
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The code of docs/jobs.md, compiled as doctests.
+#[doc = include_str!("../docs/jobs.md")]
+#[cfg(doctest)]
+pub struct JobsDoctests;
+
+/// The code of docs/errors.md, compiled as doctests.
+#[doc = include_str!("../docs/errors.md")]
+#[cfg(doctest)]
+pub struct ErrorsDoctests;
+
+/// The code of docs/observability.md (its start-up code needs an exporter
+/// of the reader's choice, so it is marked `ignore`).
+#[doc = include_str!("../docs/observability.md")]
+#[cfg(doctest)]
+pub struct ObservabilityDoctests;
