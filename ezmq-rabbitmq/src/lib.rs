@@ -1,6 +1,6 @@
 //! # ezmq-rabbitmq
 //!
-//! The RabbitMQ backend of ezmq (AMQP 0-9-1 over [`lapin`], on tokio):
+//! The RabbitMQ backend of ezmq (AMQP 0-9-1 over [`lapin`](https://docs.rs/lapin), on tokio):
 //! connect with [`connect`] or [`connect_url`] and use the returned
 //! [`Client`] through [`MqClient`](ezmq_core::MqClient).
 //!

@@ -1,5 +1,5 @@
 //! Observability: spans after the OpenTelemetry messaging semantic
-//! conventions, metrics through the [`metrics`] facade, and (cargo feature
+//! conventions, metrics through the [`metrics`](https://docs.rs/metrics) facade, and (cargo feature
 //! `opentelemetry`) W3C trace context carried in message headers.
 //!
 //! - **Spans** (`tracing`, level INFO): `send {topic}` (kind producer)
