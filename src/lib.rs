@@ -136,6 +136,11 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 pub struct JobsDoctests;
 
+/// The code of docs/configuration.md, compiled as doctests.
+#[doc = include_str!("../docs/configuration.md")]
+#[cfg(doctest)]
+pub struct ConfigurationDoctests;
+
 /// The code of docs/errors.md, compiled as doctests.
 #[doc = include_str!("../docs/errors.md")]
 #[cfg(doctest)]

@@ -327,6 +327,19 @@ mod tests {
         assert_eq!(p.client.max_payload_bytes, 64 << 10);
     }
 
+    /// `docs/configuration.md` is the one table of settings: every name
+    /// this build takes is in it.
+    #[test]
+    fn the_configuration_table_lists_every_setting() {
+        let doc = include_str!("../docs/configuration.md");
+        for name in every_option_name() {
+            assert!(
+                doc.contains(&format!("| `{name}` |")),
+                "docs/configuration.md has no row for `{name}`"
+            );
+        }
+    }
+
     #[test]
     fn unknown_schemes_are_named() {
         let err = plan(Config::new("kafka://broker:9092")).err().unwrap();
