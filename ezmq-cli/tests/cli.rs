@@ -237,3 +237,50 @@ async fn a_long_requeue_stays_plain_when_piped() {
         .await
         .expect("shutdown");
 }
+
+/// Runs `command` (a shell line) on a pseudo-terminal with util-linux
+/// `script`, returning what the terminal showed; `None` where `script`
+/// is missing or is not util-linux's.
+async fn on_a_terminal(command: &str, env: &[(&str, &str)]) -> Option<String> {
+    let probe = tokio::process::Command::new("script")
+        .args(["-qec", "true", "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .await;
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: no util-linux `script` to run the CLI on a terminal");
+        return None;
+    }
+    let mut script = tokio::process::Command::new("script");
+    script
+        .args(["-qec", command, "/dev/null"])
+        .env_remove("NO_COLOR")
+        .env_remove("EZMQ_URL")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null());
+    let out = tokio::time::timeout(Duration::from_secs(60), script.output())
+        .await
+        .expect("script finishes in 60 s")
+        .expect("script runs");
+    assert!(out.status.success(), "{command}: {out:?}");
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test]
+async fn a_terminal_gets_colour_unless_no_color_is_set() {
+    let broker = TestBroker::start().await;
+    let t = topic("tty");
+    let command = format!("{BIN} --url {} stats {t}", disque_url(&broker));
+    let Some(coloured) = on_a_terminal(&command, &[("RUST_LOG", "info")]).await else {
+        return;
+    };
+    assert!(
+        coloured.contains("\x1b["),
+        "no colour on a terminal:\n{coloured:?}"
+    );
+    let plain = on_a_terminal(&command, &[("RUST_LOG", "info"), ("NO_COLOR", "1")])
+        .await
+        .unwrap_or_default();
+    assert!(plain.contains(" INFO "), "{plain:?}");
+    assert_plain("a NO_COLOR terminal", &plain);
+}
