@@ -352,7 +352,12 @@ async fn keep_membership(
         failed = match membership.refresh().await {
             Ok(()) => false,
             Err(err) => {
-                warn!(cause = %err, "refreshing the group membership failed; retrying");
+                warn!(
+                    topic = %listener.topic(),
+                    group = listener.source().group().map(tracing::field::display),
+                    cause = %err,
+                    "refreshing the group membership failed; retrying"
+                );
                 true
             }
         };

@@ -66,7 +66,8 @@ pub(crate) struct StatsArgs {
     #[arg(required = true)]
     pub(crate) topics: Vec<String>,
     /// Refresh every INTERVAL (default 2s) until Ctrl-C, redrawing the
-    /// table in place.
+    /// table in place on a terminal (one plain frame after another when
+    /// piped).
     #[arg(long, value_name = "INTERVAL", num_args = 0..=1,
           default_missing_value = "2s", value_parser = parse_duration)]
     pub(crate) watch: Option<Duration>,

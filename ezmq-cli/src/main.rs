@@ -7,6 +7,7 @@ mod commands;
 mod connect;
 mod exit;
 mod table;
+mod term;
 
 use std::process::ExitCode;
 
@@ -56,12 +57,14 @@ fn chain(err: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-/// Logs to stderr when `RUST_LOG` is set (warnings and errors otherwise).
+/// Logs to stderr as `RUST_LOG` says (errors only when it is unset), in
+/// colour only when stderr is a terminal and `NO_COLOR` is unset.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(term::colour(term::stderr_is_terminal()))
         .try_init();
 }

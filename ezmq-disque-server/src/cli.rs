@@ -95,6 +95,13 @@ pub fn main(args: ServerArgs, program: &str) -> std::process::ExitCode {
     }
 }
 
+/// Colour in the log only on a terminal, and never with `NO_COLOR` set
+/// (to anything but the empty string: <https://no-color.org>).
+fn log_colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 async fn run(args: ServerArgs, program: &str) -> std::process::ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
@@ -102,6 +109,7 @@ async fn run(args: ServerArgs, program: &str) -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(log_colour())
         .try_init();
     let mut config = ServerConfig::default()
         .with_bind(args.bind)

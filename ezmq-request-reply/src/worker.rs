@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{error_chain, panic_message, Backend};
-use ezmq_core::{BoxError, Handler, Job, Permanent};
+use ezmq_core::{BoxError, Handler, Job, JobId, Permanent, Topic};
 use futures::future::BoxFuture;
 use futures::FutureExt as _;
 use tracing::{debug, trace, warn, Instrument as _};
@@ -19,6 +19,25 @@ use tracing::{debug, trace, warn, Instrument as _};
 use crate::envelope::{self, Outcome, RequestEnvelope};
 use crate::message::{from_unix_ms, Request};
 use crate::options::ceil_secs;
+
+/// The request job a log event is about: its topic, message id and
+/// attempt go on every warning.
+#[derive(Debug)]
+struct About {
+    topic: Topic,
+    id: JobId,
+    attempt: u32,
+}
+
+impl About {
+    fn of(job: &Job) -> Self {
+        About {
+            topic: job.topic().clone(),
+            id: job.id().clone(),
+            attempt: job.attempt(),
+        }
+    }
+}
 
 /// A type-erased reply handler: request in, body or error out.
 pub(crate) type ReplyFn =
@@ -57,16 +76,15 @@ impl ReplyHandler {
             debug!("request expired before a worker took it; dropped unhandled");
             return;
         }
-        let topic = job.topic().clone();
-        let attempt = job.attempt();
+        let about = About::of(&job);
         let request = Request {
             correlation_id: env.id,
-            topic,
+            topic: about.topic.clone(),
             deadline,
-            attempt,
+            attempt: about.attempt,
             body: job.into_body(),
         };
-        let outcome = run(&self.f, request).await;
+        let outcome = run(&self.f, request, &about).await;
         let remaining = deadline
             .duration_since(SystemTime::now())
             .unwrap_or(Duration::ZERO);
@@ -77,16 +95,27 @@ impl ReplyHandler {
         if let Outcome::Err(message) = &outcome {
             debug!(error = %message, "handler failed; sending the error");
         }
-        let msg = match self.encode(env.id, &outcome) {
+        let msg = match self.encode(env.id, &outcome, &about) {
             Ok(msg) => msg,
             Err(err) => {
-                warn!(cause = %err, "could not encode the reply; dropped");
+                warn!(
+                    topic = %about.topic,
+                    message_id = %about.id,
+                    attempt = about.attempt,
+                    cause = %err,
+                    "could not encode the reply; dropped (the caller times out)"
+                );
                 return;
             }
         };
         let Some(channel) = self.backend.reply_channel() else {
             // Checked when the listener was added; cannot happen.
-            warn!("the backend has no reply channel; reply dropped");
+            warn!(
+                topic = %about.topic,
+                message_id = %about.id,
+                attempt = about.attempt,
+                "the backend has no reply channel; reply dropped"
+            );
             return;
         };
         // Kept until the deadline only: a later reply is useless.
@@ -96,14 +125,26 @@ impl ReplyHandler {
             // The caller will time out; retrying the request would repeat
             // its side effects.
             Err(err) => {
-                warn!(cause = %err, reply_to = %env.reply_to, "could not send the reply")
+                warn!(
+                    topic = %about.topic,
+                    message_id = %about.id,
+                    attempt = about.attempt,
+                    cause = %err,
+                    reply_to = %env.reply_to,
+                    "could not send the reply (the caller times out)"
+                )
             }
         }
     }
 
     /// Encodes the reply; a body over the client's payload limit becomes an
     /// error reply instead.
-    fn encode(&self, id: uuid::Uuid, outcome: &Outcome) -> Result<Bytes, serde_json::Error> {
+    fn encode(
+        &self,
+        id: uuid::Uuid,
+        outcome: &Outcome,
+        about: &About,
+    ) -> Result<Bytes, serde_json::Error> {
         let msg = envelope::encode_reply(id, outcome)?;
         if msg.len() <= self.max_payload {
             return Ok(msg);
@@ -113,7 +154,13 @@ impl ReplyHandler {
             msg.len(),
             self.max_payload
         );
-        warn!(%message, "reply too large");
+        warn!(
+            topic = %about.topic,
+            message_id = %about.id,
+            attempt = about.attempt,
+            %message,
+            "reply too large; sending an error reply instead"
+        );
         envelope::encode_reply(id, &Outcome::Err(message))
     }
 }
@@ -126,7 +173,13 @@ impl Handler for ReplyHandler {
             Err(err) => {
                 // Nobody to answer: straight to the dead-letter topic (or,
                 // at most once, logged and dropped).
-                warn!(topic = %job.topic(), job_id = %job.id(), cause = %err, "malformed request");
+                warn!(
+                    topic = %job.topic(),
+                    message_id = %job.id(),
+                    attempt = job.attempt(),
+                    cause = %err,
+                    "malformed request"
+                );
                 return Err(Box::new(Permanent::new(err)));
             }
         };
@@ -143,21 +196,27 @@ impl Handler for ReplyHandler {
 }
 
 /// Runs the handler; an error or a panic becomes an error message.
-async fn run(f: &ReplyFn, request: Request) -> Outcome {
+async fn run(f: &ReplyFn, request: Request, about: &About) -> Outcome {
     let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| f(request))) {
         Ok(fut) => fut,
-        Err(panic) => return Outcome::Err(panic_text(panic.as_ref())),
+        Err(panic) => return Outcome::Err(panic_text(panic.as_ref(), about)),
     };
     match AssertUnwindSafe(fut).catch_unwind().await {
         Ok(Ok(body)) => Outcome::Ok(body),
         Ok(Err(err)) => Outcome::Err(error_chain(err.as_ref())),
-        Err(panic) => Outcome::Err(panic_text(panic.as_ref())),
+        Err(panic) => Outcome::Err(panic_text(panic.as_ref(), about)),
     }
 }
 
-fn panic_text(panic: &(dyn Any + Send)) -> String {
+fn panic_text(panic: &(dyn Any + Send), about: &About) -> String {
     let detail = panic_message(panic);
-    warn!(panic = %detail, "reply handler panicked");
+    warn!(
+        topic = %about.topic,
+        message_id = %about.id,
+        attempt = about.attempt,
+        panic = %detail,
+        "reply handler panicked; sending an error reply"
+    );
     format!("reply handler panicked: {detail}")
 }
 
@@ -174,15 +233,23 @@ mod tests {
             attempt: 1,
             body: Bytes::from_static(b"in"),
         };
+        let about = About {
+            topic: ezmq_core::Topic::new("t").unwrap(),
+            id: JobId::new("j-1"),
+            attempt: 1,
+        };
         let ok: ReplyFn = Arc::new(|r: Request| async move { Ok(r.into_body()) }.boxed());
         assert_eq!(
-            run(&ok, req()).await,
+            run(&ok, req(), &about).await,
             Outcome::Ok(Bytes::from_static(b"in"))
         );
 
         let failing: ReplyFn =
             Arc::new(|_| async { Err::<Bytes, BoxError>("no stock".into()) }.boxed());
-        assert_eq!(run(&failing, req()).await, Outcome::Err("no stock".into()));
+        assert_eq!(
+            run(&failing, req(), &about).await,
+            Outcome::Err("no stock".into())
+        );
 
         let panics_in_future: ReplyFn = Arc::new(|_| {
             async {
@@ -191,13 +258,13 @@ mod tests {
             .boxed()
         });
         assert_eq!(
-            run(&panics_in_future, req()).await,
+            run(&panics_in_future, req(), &about).await,
             Outcome::Err("reply handler panicked: kaboom".into())
         );
 
         let panics_at_call: ReplyFn = Arc::new(|r: Request| panic!("bad {}", r.attempt()));
         assert_eq!(
-            run(&panics_at_call, req()).await,
+            run(&panics_at_call, req(), &about).await,
             Outcome::Err("reply handler panicked: bad 1".into())
         );
     }

@@ -60,6 +60,17 @@ impl LogCapture {
         tracing::subscriber::set_default(self.subscriber())
     }
 
+    /// Makes this capture the current thread's default subscriber, as
+    /// [`LogCapture::set_default`], but seeing only events and spans at
+    /// `level` or more severe, as `RUST_LOG=warn` would: an event then
+    /// carries no field of the INFO spans it happened in.
+    pub fn set_default_at(&self, level: tracing::Level) -> DefaultGuard {
+        use tracing_subscriber::filter::LevelFilter;
+        let subscriber = tracing_subscriber::registry()
+            .with(self.clone().with_filter(LevelFilter::from_level(level)));
+        tracing::subscriber::set_default(subscriber)
+    }
+
     /// Makes this capture the global subscriber. Panics when one is set
     /// already: the test binary must hold this one test.
     pub fn install_global(&self) {

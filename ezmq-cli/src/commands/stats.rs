@@ -91,8 +91,10 @@ fn render(stats: &[TopicStats]) -> String {
     table.render()
 }
 
-/// Redraws the table every `interval` until Ctrl-C. A failed read shows
-/// its error in place of the table and the next refresh tries again.
+/// Shows the table every `interval` until Ctrl-C: redrawn in place on a
+/// terminal, one frame after another (a blank line between them, no
+/// control codes) when stdout is a pipe or a file. A failed read shows its
+/// error in place of the table and the next refresh tries again.
 async fn watch(
     client: &Client,
     topics: &[(Topic, Topic)],
@@ -103,6 +105,8 @@ async fn watch(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
+    let redraw = crate::term::stdout_is_terminal();
+    let mut first = true;
     loop {
         tokio::select! {
             _ = &mut ctrl_c => return Ok(()),
@@ -124,8 +128,13 @@ async fn watch(
                 }
             }
         } else {
-            // Clear the screen, cursor home, then the frame.
-            write!(out, "\x1b[2J\x1b[H")?;
+            if redraw {
+                // Clear the screen, cursor home, then the frame.
+                write!(out, "\x1b[2J\x1b[H")?;
+            } else if !first {
+                writeln!(out)?;
+            }
+            first = false;
             writeln!(
                 out,
                 "{} at {}, every {}; Ctrl-C to stop\n",

@@ -62,17 +62,33 @@ pub async fn ezmq_traced(url: &str, args: &[&str]) -> Out {
     run(&all, Some("trace")).await
 }
 
+/// Runs `ezmq --url URL ARGS...` with these environment variables set
+/// (`RUST_LOG` among them, else unset).
+pub async fn ezmq_env(url: &str, args: &[&str], env: &[(&str, &str)]) -> Out {
+    let mut all = vec!["--url", url];
+    all.extend_from_slice(args);
+    let rust_log = env.iter().find(|(k, _)| *k == "RUST_LOG").map(|(_, v)| *v);
+    run_with(&all, rust_log, env).await
+}
+
 /// Runs `ezmq ARGS...` as given.
 pub async fn ezmq_raw(args: &[&str]) -> Out {
     run(args, None).await
 }
 
 async fn run(args: &[&str], rust_log: Option<&str>) -> Out {
+    run_with(args, rust_log, &[]).await
+}
+
+async fn run_with(args: &[&str], rust_log: Option<&str>, env: &[(&str, &str)]) -> Out {
     let mut command = tokio::process::Command::new(BIN);
     match rust_log {
         Some(filter) => command.env("RUST_LOG", filter),
         None => command.env_remove("RUST_LOG"),
     };
+    // Whatever the test runner's own environment says about colour.
+    command.env_remove("NO_COLOR");
+    command.envs(env.iter().copied());
     let output = command
         .args(args)
         .env_remove("EZMQ_URL")

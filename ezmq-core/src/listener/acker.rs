@@ -31,17 +31,22 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
+use crate::job::{Job, JobId};
 use crate::spi::{Backend, DeliveryHandle};
+use crate::topic::Topic;
 
 /// Most ids in one `ack_many` call. Bounds the command size; a listener
 /// rarely has more than its concurrency waiting.
 const MAX_BATCH: usize = 256;
 
-/// A processed job waiting for its ACK, with the slot it still holds.
+/// A processed job waiting for its ACK, with the slot it still holds (and
+/// its id and attempt, for the log should the ACK fail).
 #[derive(Debug)]
 struct Pending {
     handle: DeliveryHandle,
     slot: OwnedSemaphorePermit,
+    id: JobId,
+    attempt: u32,
 }
 
 /// Hands processed jobs to the listener's acker task.
@@ -56,6 +61,8 @@ pub(crate) struct Acker {
 pub(crate) struct AckQueue {
     rx: mpsc::UnboundedReceiver<Pending>,
     holds: Arc<Holds>,
+    /// The listener's topic, for log events.
+    topic: Topic,
 }
 
 /// How many [`Hold`]s are out, and the signal that the last one ended.
@@ -80,8 +87,8 @@ impl Drop for Hold {
     }
 }
 
-/// A connected [`Acker`] and [`AckQueue`].
-pub(crate) fn channel() -> (Acker, AckQueue) {
+/// A connected [`Acker`] and [`AckQueue`] for a listener on `topic`.
+pub(crate) fn channel(topic: Topic) -> (Acker, AckQueue) {
     let (tx, rx) = mpsc::unbounded_channel();
     let holds = Arc::new(Holds::default());
     (
@@ -89,7 +96,7 @@ pub(crate) fn channel() -> (Acker, AckQueue) {
             tx,
             holds: Arc::clone(&holds),
         },
-        AckQueue { rx, holds },
+        AckQueue { rx, holds, topic },
     )
 }
 
@@ -104,13 +111,19 @@ impl Acker {
         }
     }
 
-    /// Queues `id` for acknowledgement; `slot` is freed as its ACK is sent.
-    /// Falls back to a direct [`DeliveryHandle::ack`] when the acker is gone
-    /// (it only stops after every job task has ended, so this is a safety
-    /// net).
-    pub(crate) async fn ack(&self, handle: DeliveryHandle, slot: OwnedSemaphorePermit) {
-        if let Err(mpsc::error::SendError(pending)) = self.tx.send(Pending { handle, slot }) {
-            ack_one(&pending.handle).await;
+    /// Queues `job`'s delivery for acknowledgement; `slot` is freed as its
+    /// ACK is sent. Falls back to a direct [`DeliveryHandle::ack`] when the
+    /// acker is gone (it only stops after every job task has ended, so this
+    /// is a safety net).
+    pub(crate) async fn ack(&self, job: &Job, handle: DeliveryHandle, slot: OwnedSemaphorePermit) {
+        let pending = Pending {
+            handle,
+            slot,
+            id: job.id().clone(),
+            attempt: job.attempt(),
+        };
+        if let Err(mpsc::error::SendError(pending)) = self.tx.send(pending) {
+            ack_one(job.topic(), &pending.handle, &pending.id, pending.attempt).await;
         }
     }
 }
@@ -119,8 +132,12 @@ impl Acker {
 /// before that. The listener cancels `finish` only once all its job tasks
 /// have ended, so the flush covers every ACK the listener will ever send.
 pub(crate) async fn run(backend: Arc<dyn Backend>, queue: AckQueue, finish: CancellationToken) {
-    let AckQueue { mut rx, holds } = queue;
-    let mut batch = Batch::default();
+    let AckQueue {
+        mut rx,
+        holds,
+        topic,
+    } = queue;
+    let mut batch = Batch::new(topic);
     loop {
         let first = tokio::select! {
             // Ids first: a finish never overtakes an ACK already queued.
@@ -156,16 +173,29 @@ pub(crate) async fn run(backend: Arc<dyn Backend>, queue: AckQueue, finish: Canc
 
 /// Ids being acknowledged together, and the slots they free. Reused from
 /// batch to batch.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Batch {
+    topic: Topic,
     handles: Vec<DeliveryHandle>,
     slots: Vec<OwnedSemaphorePermit>,
+    /// Each handle's job id and attempt.
+    jobs: Vec<(JobId, u32)>,
 }
 
 impl Batch {
+    fn new(topic: Topic) -> Self {
+        Batch {
+            topic,
+            handles: Vec::new(),
+            slots: Vec::new(),
+            jobs: Vec::new(),
+        }
+    }
+
     fn push(&mut self, pending: Pending) {
         self.handles.push(pending.handle);
         self.slots.push(pending.slot);
+        self.jobs.push((pending.id, pending.attempt));
     }
 
     /// Frees the batch's slots and ACKs it (retrying id by id if that
@@ -177,21 +207,28 @@ impl Batch {
         self.slots.clear();
         if let Err(err) = backend.ack_batch(&self.handles).await {
             tracing::warn!(
+                topic = %self.topic,
                 cause = %err,
                 jobs = self.handles.len(),
                 "batch ACK failed; acknowledging the jobs one by one"
             );
-            for handle in &self.handles {
-                ack_one(handle).await;
+            for (handle, (id, attempt)) in self.handles.iter().zip(&self.jobs) {
+                ack_one(&self.topic, handle, id, *attempt).await;
             }
         }
         self.handles.clear();
+        self.jobs.clear();
     }
 }
 
-async fn ack_one(handle: &DeliveryHandle) {
+/// ACKs one job. A failure is a warning: the job is not lost, the broker
+/// redelivers it (and the next attempt runs it again).
+async fn ack_one(topic: &Topic, handle: &DeliveryHandle, id: &JobId, attempt: u32) {
     if let Err(err) = handle.ack().await {
-        tracing::error!(
+        tracing::warn!(
+            topic = %topic,
+            message_id = %id,
+            attempt,
             cause = %err,
             "ACK failed; the broker redelivers the job when its lease ends"
         );

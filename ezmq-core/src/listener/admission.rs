@@ -36,7 +36,11 @@ async fn wait_while_paused(ctx: &Ctx) -> Option<()> {
     }
     tracing::info!("listener paused");
     if let Err(err) = ctx.backend.pause_receiving(&ctx.source).await {
-        tracing::warn!(cause = %err, "could not give back prefetched jobs on pause; the broker redelivers them when their lease ends");
+        tracing::warn!(
+            topic = %ctx.source.topic(),
+            cause = %err,
+            "could not give back prefetched jobs on pause; the broker redelivers them when their lease ends"
+        );
     }
     tokio::select! {
         biased;

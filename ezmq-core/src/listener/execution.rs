@@ -25,7 +25,13 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
     if ctx.options.at_most_once {
         // Settled before it runs: never delivered again, whatever happens.
         if let Err(err) = handle.ack().await {
-            tracing::warn!(cause = %err, "could not take the job at most once; skipped");
+            tracing::warn!(
+                topic = %job.topic(),
+                message_id = %job.id(),
+                attempt = job.attempt(),
+                cause = %err,
+                "could not take the job at most once; skipped (the broker redelivers it when its lease ends)"
+            );
             return;
         }
     }
@@ -41,14 +47,25 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
     match decision {
         Decision::Taken { failure } => {
             if let Some(message) = failure {
-                tracing::error!(cause = %message, "job failed; not retried (at most once)");
+                tracing::error!(
+                    topic = %job.topic(),
+                    message_id = %job.id(),
+                    attempt,
+                    cause = %message,
+                    "job failed; not retried (at most once)"
+                );
             }
             drop(slot);
         }
-        Decision::Ack => ctx.acker.ack(handle, slot).await,
+        Decision::Ack => ctx.acker.ack(&job, handle, slot).await,
         Decision::Release => {
-            tracing::warn!("handler still running after the shutdown grace period; aborted");
-            release(&handle).await;
+            tracing::warn!(
+                topic = %job.topic(),
+                message_id = %job.id(),
+                attempt,
+                "handler still running after the shutdown grace period; aborted (the job goes back to its queue)"
+            );
+            release(&job, &handle).await;
         }
         Decision::DeadLetter { message, permanent } => {
             let failed = FailedAttempt {
@@ -80,8 +97,15 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
                 permanent: false,
             };
             ctx.options.hooks.retried(&failed);
-            tracing::warn!(cause = %message, retry_in = ?delay, "job failed; will retry");
-            retry(&handle, delay).await;
+            tracing::warn!(
+                topic = %job.topic(),
+                message_id = %job.id(),
+                attempt,
+                cause = %message,
+                retry_in = ?delay,
+                "job failed; will retry"
+            );
+            retry(&job, &handle, delay).await;
         }
     }
 }
@@ -95,19 +119,19 @@ async fn run_handler(ctx: &Ctx, job: &Job, handle: &DeliveryHandle) -> Outcome {
         let _beating = ctx
             .heartbeats
             .as_ref()
-            .map(|h| h.register(job.id().clone(), handle.clone()));
+            .map(|h| h.register(job, handle.clone()));
         std::future::pending::<()>().await;
     };
     let handler = Arc::clone(&ctx.handler);
-    let job = job.clone();
+    let owned = job.clone();
     let limit = ctx.options.handler_timeout;
     let handled = AssertUnwindSafe(async move {
         match limit {
-            Some(limit) => match tokio::time::timeout(limit, handler.handle(job)).await {
+            Some(limit) => match tokio::time::timeout(limit, handler.handle(owned)).await {
                 Ok(result) => result,
                 Err(_) => Err(format!("handler timed out after {limit:?}").into()),
             },
-            None => handler.handle(job).await,
+            None => handler.handle(owned).await,
         }
     })
     .catch_unwind();
@@ -117,6 +141,9 @@ async fn run_handler(ctx: &Ctx, job: &Job, handle: &DeliveryHandle) -> Outcome {
                 let warn_at = deadline.mul_f64(0.8);
                 tokio::time::sleep(warn_at).await;
                 tracing::warn!(
+                    topic = %job.topic(),
+                    message_id = %job.id(),
+                    attempt = job.attempt(),
                     running_for = ?warn_at,
                     broker_deadline = ?deadline,
                     "handler is close to the broker's delivery deadline; the broker will take the job back and redeliver it"
@@ -150,9 +177,15 @@ async fn run_handler(ctx: &Ctx, job: &Job, handle: &DeliveryHandle) -> Outcome {
 /// Hands the job back to come again after `delay`. The caller holds the
 /// job's slot until the broker has it back, so a listener with a failing
 /// downstream holds at most its concurrency in jobs.
-async fn retry(handle: &DeliveryHandle, delay: Duration) {
+async fn retry(job: &Job, handle: &DeliveryHandle, delay: Duration) {
     if let Err(err) = handle.retry(delay).await {
-        tracing::warn!(cause = %err, "could not schedule the retry; the broker redelivers the job when its lease ends");
+        tracing::warn!(
+            topic = %job.topic(),
+            message_id = %job.id(),
+            attempt = job.attempt(),
+            cause = %err,
+            "could not schedule the retry; the broker redelivers the job when its lease ends"
+        );
     }
 }
 
@@ -173,16 +206,29 @@ async fn dead_letter(
     slot: OwnedSemaphorePermit,
 ) {
     let Some(dead_letter_topic) = &ctx.dead_letter else {
-        tracing::error!(cause = %message, permanent, "job failed for good; dropped");
-        ctx.acker.ack(handle.clone(), slot).await;
+        tracing::error!(
+            topic = %job.topic(),
+            message_id = %job.id(),
+            attempt,
+            cause = %message,
+            permanent,
+            "job failed for good; dropped"
+        );
+        ctx.acker.ack(job, handle.clone(), slot).await;
         return;
     };
     let record = DeadLetterRecord::new(job, attempt, message, permanent);
     let body = match serde_json::to_vec(&record) {
         Ok(body) => bytes::Bytes::from(body),
         Err(err) => {
-            tracing::error!(cause = %err, "could not encode the dead-letter record; dropped");
-            ctx.acker.ack(handle.clone(), slot).await;
+            tracing::error!(
+                topic = %job.topic(),
+                message_id = %job.id(),
+                attempt,
+                cause = %err,
+                "could not encode the dead-letter record; dropped"
+            );
+            ctx.acker.ack(job, handle.clone(), slot).await;
             return;
         }
     };
@@ -199,14 +245,18 @@ async fn dead_letter(
         );
         match sending.await {
             Ok(dead_id) => {
+                // Kept, but a human has to look at it: an ERROR.
                 tracing::error!(
+                    topic = %job.topic(),
+                    message_id = %job.id(),
+                    attempt,
                     cause = %record.error,
                     permanent,
                     dead_letter_topic = %dead_letter_topic,
                     dead_letter_id = %dead_id,
                     "job failed for good; moved to the dead-letter topic"
                 );
-                ctx.acker.ack(handle.clone(), slot).await;
+                ctx.acker.ack(job, handle.clone(), slot).await;
                 return;
             }
             Err(err) => {
@@ -218,17 +268,27 @@ async fn dead_letter(
         }
     }
     let delay = backoff::with_jitter(ctx.options.backoff.max);
-    tracing::error!(
+    // Handled (the job comes back): a warning.
+    tracing::warn!(
+        topic = %job.topic(),
+        message_id = %job.id(),
+        attempt,
         cause = last_error.map(|e| e.to_string()),
         dead_letter_topic = %dead_letter_topic,
         retry_in = ?delay,
         "could not push to the dead-letter topic; the job goes back to its queue and is dead-lettered again after its next failure"
     );
-    retry(handle, delay).await;
+    retry(job, handle, delay).await;
 }
 
-async fn release(handle: &DeliveryHandle) {
+async fn release(job: &Job, handle: &DeliveryHandle) {
     if let Err(err) = handle.release().await {
-        tracing::warn!(cause = %err, "could not give the job back; the broker redelivers it when its lease ends");
+        tracing::warn!(
+            topic = %job.topic(),
+            message_id = %job.id(),
+            attempt = job.attempt(),
+            cause = %err,
+            "could not give the job back; the broker redelivers it when its lease ends"
+        );
     }
 }

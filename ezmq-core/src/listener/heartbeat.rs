@@ -23,8 +23,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::job::JobId;
+use crate::job::{Job, JobId};
 use crate::spi::DeliveryHandle;
+use crate::topic::Topic;
 
 /// Shortest pause between two heartbeats of one job.
 const MIN_INTERVAL: Duration = Duration::from_millis(200);
@@ -50,10 +51,22 @@ struct Table {
 #[derive(Debug)]
 struct Entry {
     id: JobId,
+    topic: Topic,
+    attempt: u32,
     handle: DeliveryHandle,
     /// Next heartbeat; `None` once the broker said the job is never
     /// redelivered.
     due: Option<Instant>,
+}
+
+/// A job whose heartbeat is due, taken out of the table to send it.
+struct Due {
+    key: u64,
+    id: JobId,
+    topic: Topic,
+    attempt: u32,
+    handle: DeliveryHandle,
+    at: Instant,
 }
 
 /// Keeps a job registered for heartbeats until dropped.
@@ -83,8 +96,8 @@ impl Heartbeats {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Sends heartbeats for `id` until the guard is dropped.
-    pub(crate) fn register(&self, id: JobId, handle: DeliveryHandle) -> Beating<'_> {
+    /// Sends heartbeats for `job` until the guard is dropped.
+    pub(crate) fn register(&self, job: &Job, handle: DeliveryHandle) -> Beating<'_> {
         let due = Instant::now() + self.after;
         let mut table = self.lock();
         let key = table.next_key;
@@ -92,7 +105,9 @@ impl Heartbeats {
         table.jobs.insert(
             key,
             Entry {
-                id,
+                id: job.id().clone(),
+                topic: job.topic().clone(),
+                attempt: job.attempt(),
                 handle,
                 due: Some(due),
             },
@@ -142,30 +157,48 @@ impl Heartbeats {
     /// each job's next heartbeat.
     async fn beat_due(&self) {
         let now = Instant::now();
-        let due: Vec<(u64, JobId, DeliveryHandle, Instant)> = self
+        let due: Vec<Due> = self
             .lock()
             .jobs
             .iter()
             .filter_map(|(key, e)| {
                 let at = e.due.filter(|at| *at <= now)?;
-                Some((*key, e.id.clone(), e.handle.clone(), at))
+                Some(Due {
+                    key: *key,
+                    id: e.id.clone(),
+                    topic: e.topic.clone(),
+                    attempt: e.attempt,
+                    handle: e.handle.clone(),
+                    at,
+                })
             })
             .collect();
         if due.is_empty() {
             return;
         }
-        let beats = due.iter().map(|(_, _, handle, _)| handle.extend_lease());
+        let beats = due.iter().map(|d| d.handle.extend_lease());
         let results = futures::future::join_all(beats).await;
         let now = Instant::now();
         let mut table = self.lock();
-        for ((key, id, _, at), result) in due.into_iter().zip(results) {
+        for (
+            Due {
+                key,
+                id,
+                topic,
+                attempt,
+                at,
+                ..
+            },
+            result,
+        ) in due.into_iter().zip(results)
+        {
             let next = match result {
                 Ok(window) if window.is_zero() => {
-                    tracing::debug!(job_id = %id, "job is never redelivered; heartbeats stop");
+                    tracing::debug!(message_id = %id, "job is never redelivered; heartbeats stop");
                     None
                 }
                 Ok(window) => {
-                    tracing::trace!(job_id = %id, ?window, "heartbeat sent");
+                    tracing::trace!(message_id = %id, ?window, "heartbeat sent");
                     // From the planned time, so late ticks do not drift.
                     let pause = (window / 2).max(MIN_INTERVAL);
                     let next = at + pause;
@@ -173,7 +206,9 @@ impl Heartbeats {
                 }
                 Err(err) => {
                     tracing::warn!(
-                        job_id = %id,
+                        topic = %topic,
+                        message_id = %id,
+                        attempt,
                         cause = %err,
                         "heartbeat failed; the job may be redelivered"
                     );

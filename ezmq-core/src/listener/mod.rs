@@ -180,7 +180,7 @@ pub(crate) fn start(
 ) -> Result<ListenerHandle> {
     let dead_letter = dead_letter::resolve_topic(&source, &options.dead_letter)?;
     let control = Arc::new(Control::new(source.clone(), runtime.shutdown_token()));
-    let (acker, ack_queue) = acker::channel();
+    let (acker, ack_queue) = acker::channel(source.topic().clone());
     let backend = Arc::clone(runtime.backend());
     let heartbeats = backend
         .capabilities()

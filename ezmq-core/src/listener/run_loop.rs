@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use crate::spi::Delivery;
 use crate::telemetry;
+use crate::topic::Topic;
 
 use super::acker::{self, AckQueue};
 use super::backoff::FetchBackoff;
@@ -51,19 +52,20 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
     ctx.jobs.close();
     ctx.jobs.wait().await;
     drop(wind_down_guard);
-    join("acker", Some(acker)).await;
-    join("lease extender", ticker).await;
-    join("queue depth sampler", sampler).await;
+    let topic = ctx.source.topic();
+    join(topic, "acker", Some(acker)).await;
+    join(topic, "lease extender", ticker).await;
+    join(topic, "queue depth sampler", sampler).await;
     tracing::debug!("listener stopped");
 }
 
 /// Waits for one of the listener's helper tasks, logging its failure.
-async fn join(task: &'static str, handle: Option<JoinHandle<()>>) {
+async fn join(topic: &Topic, task: &'static str, handle: Option<JoinHandle<()>>) {
     if let Some(Err(err)) = match handle {
         Some(handle) => Some(handle.await),
         None => None,
     } {
-        tracing::error!(task, cause = %err, "listener task failed");
+        tracing::error!(topic = %topic, task, cause = %err, "listener task failed");
     }
 }
 
@@ -99,7 +101,7 @@ async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
             Err(err) => {
                 drop(permits);
                 let delay = errors.next_delay();
-                tracing::warn!(cause = %err, retry_in = ?delay, "fetch failed");
+                tracing::warn!(topic = %ctx.source.topic(), cause = %err, retry_in = ?delay, "fetch failed; retrying");
                 tokio::select! {
                     biased;
                     () = ctx.control.stopping() => return,
@@ -129,6 +131,9 @@ async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedS
             continue;
         };
         let span = telemetry::process_span(ctx.backend.name(), &ctx.source, &delivery.job);
+        // For the log should ezmq itself panic below (the handler's panics
+        // are caught in `execution`).
+        let (message_id, attempt) = (delivery.job.id().clone(), delivery.job.attempt());
         let job = execution::run_job(Arc::clone(ctx), delivery, permit).instrument(span);
         if !ctx.inline_first_poll.load(Ordering::Relaxed) {
             ctx.jobs.spawn(job);
@@ -158,7 +163,12 @@ async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedS
             // The handler's own panics are caught in `execution`; this is
             // one of ezmq's, and it costs that job only, as it would in a
             // task (the broker redelivers the job when its lease ends).
-            Err(_) => tracing::error!("job processing panicked; the job is left to its lease"),
+            Err(_) => tracing::error!(
+                topic = %ctx.source.topic(),
+                %message_id,
+                attempt,
+                "job processing panicked (a bug in ezmq); the job is left to its lease"
+            ),
         }
     }
     drop(hold);
@@ -176,11 +186,15 @@ async fn give_back(deliveries: Vec<Delivery>, reason: &'static str) {
     let released = deliveries.iter().map(|d| d.handle.release());
     let results = futures::future::join_all(released).await;
     for (delivery, result) in deliveries.iter().zip(results) {
-        let job_id = delivery.job.id();
+        let job = &delivery.job;
         match result {
-            Ok(()) => tracing::debug!(%job_id, reason, "job given back without running"),
+            Ok(()) => {
+                tracing::debug!(message_id = %job.id(), reason, "job given back without running")
+            }
             Err(err) => tracing::warn!(
-                %job_id,
+                topic = %job.topic(),
+                message_id = %job.id(),
+                attempt = job.attempt(),
                 cause = %err,
                 reason,
                 "could not give a job back; the broker redelivers it when its lease ends"

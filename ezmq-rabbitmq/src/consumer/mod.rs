@@ -262,7 +262,11 @@ async fn receive_locked(
         match stream.next().now_or_never() {
             Some(Some(Ok(delivery))) => raw.push(delivery),
             Some(Some(Err(err))) => {
-                tracing::warn!(cause = %err, "consumer failed; it restarts at the next fetch");
+                tracing::warn!(
+                    topic = %source.topic(),
+                    cause = %err,
+                    "consumer failed; it restarts at the next fetch"
+                );
                 break;
             }
             _ => break,
@@ -331,7 +335,14 @@ async fn reschedule(
                 .await
         }
         Err(err) => {
-            tracing::warn!(cause = %err, "could not send a long delay through the levels again");
+            // Nothing lost: the nack puts the message back.
+            tracing::warn!(
+                topic = %tracker.queue,
+                %message_id,
+                attempt = headers.attempt().unwrap_or(1),
+                cause = %err,
+                "could not send a long delay through the levels again; back in the queue to try again"
+            );
             tracker
                 .channel
                 .basic_nack(

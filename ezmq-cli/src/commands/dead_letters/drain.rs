@@ -8,7 +8,6 @@
 //! dead letter whose ack was lost can be requeued twice).
 
 use std::collections::HashSet;
-use std::io::IsTerminal;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ezmq::spi::Delivery;
@@ -260,7 +259,7 @@ async fn give_back(held: Vec<Delivery>) -> u64 {
 /// A progress bar on stderr when it is a terminal (its length the
 /// topic's length when the backend can tell), hidden otherwise.
 async fn progress(client: &Client, dead: &Topic, what: &'static str) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
+    if !crate::term::stderr_is_terminal() {
         return ProgressBar::hidden();
     }
     let bar = match client.queue_len(dead.as_str()).await {
