@@ -65,8 +65,7 @@ async fn check(rows: Vec<Row>) {
                 .with_connect_retry(Duration::from_secs(30))
                 .connect()
                 .await
-                .err()
-                .expect("fails again");
+                .expect_err("fails again");
             assert!(
                 start.elapsed() < Duration::from_secs(10),
                 "{}: retried a failure no retry can fix ({:?}): {again}",

@@ -59,9 +59,22 @@ fn chain(err: &(dyn std::error::Error + 'static)) -> String {
 
 /// Logs to stderr as `RUST_LOG` says (errors only when it is unset), in
 /// colour only when stderr is a terminal and `NO_COLOR` is unset.
+///
+/// lapin logs a failed connection at ERROR (three lines) that the CLI
+/// prints itself, as one error with its causes: its events are off unless
+/// `RUST_LOG` names `lapin`.
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    let rust_log = std::env::var("RUST_LOG").unwrap_or_default();
+    let mut directives = if rust_log.trim().is_empty() {
+        "error".to_owned()
+    } else {
+        rust_log.clone()
+    };
+    if !rust_log.contains("lapin") {
+        directives.push_str(",lapin=off");
+    }
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,lapin=off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -59,3 +59,36 @@ async fn cron_list() {
     };
     cases::cron_list(&url, false).await;
 }
+
+/// A failed connection is one error with its causes: not also lapin's own
+/// ERROR lines, and no "retry" where nothing retries.
+#[tokio::test]
+async fn a_failed_connection_is_said_once() {
+    let Some(url) = support::rabbitmq().await else {
+        return;
+    };
+    let authority = url
+        .rsplit_once('@')
+        .map_or(url.as_str(), |(_, rest)| rest)
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let bad = format!("amqp://guest:guest@{authority}/ezmq-no-such-vhost");
+    let out = support::ezmq_env(&bad, &["stats", "t"], &[("RUST_LOG", "warn")])
+        .await
+        .expect_code(3);
+    assert!(
+        out.stderr.contains("virtual host \"ezmq-no-such-vhost\""),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("could not connect").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("lapin"), "{}", out.stderr);
+    assert!(!out.stderr.contains("retry"), "{}", out.stderr);
+}
