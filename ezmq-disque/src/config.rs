@@ -351,29 +351,9 @@ pub(crate) fn parse_addr(addr: &str) -> Result<(String, u16), DisqueError> {
 }
 
 fn percent_decode(s: &str, url: &str) -> Result<String, DisqueError> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| DisqueError::InvalidUrl {
-                    url: redact(url),
-                    reason: "bad percent-encoding in the password".into(),
-                })?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).map_err(|_| DisqueError::InvalidUrl {
+    ezmq_core::spi::option_value::percent_decode(s).ok_or_else(|| DisqueError::InvalidUrl {
         url: redact(url),
-        reason: "the decoded password is not UTF-8".into(),
+        reason: "bad percent-encoding in the password, or not UTF-8 once decoded".into(),
     })
 }
 

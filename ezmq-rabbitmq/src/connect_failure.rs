@@ -80,7 +80,12 @@ pub(crate) async fn connect_error(url: &str, redacted: String, err: RabbitError)
         // Another server may wait for more bytes of its own protocol (Redis
         // does, after an AMQP header), or hang up on it.
         ConnectFailure::WrongProtocol | ConnectFailure::Closed | ConnectFailure::TimedOut => {
-            if let Some(addr) = host_port(url) {
+            let default_port = if url.starts_with("amqps://") {
+                5671
+            } else {
+                5672
+            };
+            if let Some(addr) = protocol_probe::host_port(url, default_port) {
                 match protocol_probe::identify(&addr, Duration::from_secs(1)).await {
                     Some(server) if server != ServerKind::Amqp => {
                         return Error::connect_failed(
@@ -98,27 +103,6 @@ pub(crate) async fn connect_error(url: &str, redacted: String, err: RabbitError)
         _ => {}
     }
     Error::connect_failed(redacted, failure, err)
-}
-
-/// The authority of an `amqp://` URL as `host:port` (5672, or 5671 for
-/// `amqps://`, when absent).
-fn host_port(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, hosts)| hosts);
-    let authority = rest.split(['/', '?']).next()?;
-    if authority.is_empty() {
-        return None;
-    }
-    let has_port = authority
-        .rfind(':')
-        .is_some_and(|i| !authority[i..].contains(']'));
-    if has_port {
-        Some(authority.to_owned())
-    } else if scheme == "amqps" {
-        Some(format!("{authority}:5671"))
-    } else {
-        Some(format!("{authority}:5672"))
-    }
 }
 
 /// The virtual host of an `amqp://` URL, percent-decoded (`/` when the
@@ -149,8 +133,6 @@ mod tests {
 
     #[test]
     fn reads_the_url() {
-        assert_eq!(host_port("amqp://u:p@h/%2f").as_deref(), Some("h:5672"));
-        assert_eq!(host_port("amqps://h:1234").as_deref(), Some("h:1234"));
         assert_eq!(vhost_of("amqp://u:p@h:5672/%2f"), "/");
         assert_eq!(vhost_of("amqp://u:p@h:5672/nosuch?heartbeat=5"), "nosuch");
         assert_eq!(vhost_of("amqp://h:5672"), "/");

@@ -118,7 +118,7 @@ async fn connect_error(addrs: &str, url: Option<&str>, err: RedisError) -> Error
 
 /// What answers at `url`'s address when it is not a RESP server.
 async fn other_server(url: Option<&str>) -> Option<HandshakeError> {
-    let addr = url.and_then(host_port)?;
+    let addr = protocol_probe::host_port(url?, 6379)?;
     match protocol_probe::identify(&addr, Duration::from_secs(1)).await {
         Some(server) if server != protocol_probe::ServerKind::Resp => {
             Some(HandshakeError::OtherServer {
@@ -143,24 +143,6 @@ fn database_of(url: &str) -> Option<i64> {
     path.trim_end_matches('/').parse().ok()
 }
 
-/// The `host:port` of a `redis://` URL (port 6379 when absent).
-fn host_port(url: &str) -> Option<String> {
-    let rest = url.split_once("://")?.1;
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, hosts)| hosts);
-    let authority = rest.split(['/', '?']).next()?;
-    if authority.is_empty() {
-        return None;
-    }
-    let has_port = authority
-        .rfind(':')
-        .is_some_and(|i| !authority[i..].contains(']'));
-    if has_port {
-        Some(authority.to_owned())
-    } else {
-        Some(format!("{authority}:6379"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,8 +151,5 @@ mod tests {
     fn reads_the_url() {
         assert_eq!(database_of("redis://:pw@h:6379/3"), Some(3));
         assert_eq!(database_of("redis://h:6379"), None);
-        assert_eq!(host_port("redis://:p@h:7000/1").as_deref(), Some("h:7000"));
-        assert_eq!(host_port("redis://h").as_deref(), Some("h:6379"));
-        assert_eq!(host_port("redis://[::1]").as_deref(), Some("[::1]:6379"));
     }
 }

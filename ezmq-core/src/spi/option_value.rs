@@ -45,8 +45,9 @@ pub fn split_query(url: &str) -> Result<(&str, Vec<(String, String)>)> {
     Ok((base, pairs))
 }
 
-/// Percent-decodes `text` (`%2f` → `/`, `+` stays `+`).
-fn decode(text: &str) -> Result<String> {
+/// Percent-decodes `text` (`%2f` → `/`, `+` stays `+`); `None` for a `%`
+/// without two hex digits or a result that is not UTF-8.
+pub fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -55,13 +56,7 @@ fn decode(text: &str) -> Result<String> {
             let hex = bytes
                 .get(i + 1..i + 3)
                 .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| {
-                    Error::invalid_option(
-                        "url",
-                        "a `%` in the query is not followed by two hex digits",
-                    )
-                })?;
+                .and_then(|h| u8::from_str_radix(h, 16).ok())?;
             out.push(hex);
             i += 3;
         } else {
@@ -69,8 +64,16 @@ fn decode(text: &str) -> Result<String> {
             i += 1;
         }
     }
-    String::from_utf8(out)
-        .map_err(|_| Error::invalid_option("url", "the query is not UTF-8 once decoded"))
+    String::from_utf8(out).ok()
+}
+
+fn decode(text: &str) -> Result<String> {
+    percent_decode(text).ok_or_else(|| {
+        Error::invalid_option(
+            "url",
+            "the query has a `%` not followed by two hex digits, or is not UTF-8 once decoded",
+        )
+    })
 }
 
 /// A duration: `500ms`, `30s`, `2m`, `1h`, or plain seconds.

@@ -59,6 +59,25 @@ pub async fn identify(addr: &str, within: Duration) -> Option<ServerKind> {
     tokio::time::timeout(within, probe).await.ok().flatten()
 }
 
+/// The `host:port` a URL names (`scheme://[user:pass@]host[:port][/...]`),
+/// with `default_port` when it has none; `None` without a host.
+pub fn host_port(url: &str, default_port: u16) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, hosts)| hosts);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if authority.is_empty() {
+        return None;
+    }
+    let has_port = authority
+        .rfind(':')
+        .is_some_and(|i| !authority[i..].contains(']'));
+    if has_port {
+        Some(authority.to_owned())
+    } else {
+        Some(format!("{authority}:{default_port}"))
+    }
+}
+
 /// The kind of server whose first bytes are `head`.
 fn classify(head: &[u8]) -> Option<ServerKind> {
     if head.starts_with(b"AMQP") {
@@ -86,5 +105,23 @@ mod tests {
         assert_eq!(classify(b"INFO {\"s"), Some(ServerKind::Nats));
         assert_eq!(classify(b"HTTP/1.1"), Some(ServerKind::Http));
         assert_eq!(classify(b"\x16\x03\x01"), None);
+    }
+
+    #[test]
+    fn urls_name_their_address() {
+        assert_eq!(
+            host_port("redis://:p@h:7000/1", 6379).as_deref(),
+            Some("h:7000")
+        );
+        assert_eq!(host_port("redis://h", 6379).as_deref(), Some("h:6379"));
+        assert_eq!(
+            host_port("amqp://u:p@[::1]/%2f", 5672).as_deref(),
+            Some("[::1]:5672")
+        );
+        assert_eq!(
+            host_port("amqp://h:1234?x=1", 5672).as_deref(),
+            Some("h:1234")
+        );
+        assert_eq!(host_port("redis://", 6379), None);
     }
 }
