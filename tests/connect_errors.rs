@@ -1,4 +1,5 @@
-//! Each way a connection can fail, against the real brokers: what the
+//! Each way a connection can fail, against the real brokers (and a host
+//! name under `.invalid`, which never resolves): what the
 //! error says, its kind, and whether it is retryable — and that a connect
 //! retry window gives up at once for what only a configuration change
 //! fixes (wrong password, unknown database or virtual host, another
@@ -166,6 +167,12 @@ async fn redis_connection_failures_say_what_to_check() {
             says: "connection refused",
         },
         Row {
+            what: "unknown host",
+            url: "redis://no-such-host.invalid:6379".to_owned(),
+            failure: ConnectFailure::UnknownHost,
+            says: "unknown host",
+        },
+        Row {
             what: "wrong password",
             url: format!("redis://:wrong-pw@127.0.0.1:{port}"),
             failure: ConnectFailure::AuthenticationFailed,
@@ -222,6 +229,12 @@ async fn disque_connection_failures_say_what_to_check() {
             says: "connection refused",
         },
         Row {
+            what: "unknown host",
+            url: "disque://no-such-host.invalid:7711".to_owned(),
+            failure: ConnectFailure::UnknownHost,
+            says: "unknown host",
+        },
+        Row {
             what: "wrong password",
             url: format!("disque://:wrong-pw@{}", server.addr()),
             failure: ConnectFailure::AuthenticationFailed,
@@ -258,6 +271,12 @@ async fn rabbitmq_connection_failures_say_what_to_check() {
             url: format!("amqp://guest:guest@127.0.0.1:{}/%2f", free_port()),
             failure: ConnectFailure::Refused,
             says: "connection refused",
+        },
+        Row {
+            what: "unknown host",
+            url: "amqp://guest:guest@no-such-host.invalid:5672/%2f".to_owned(),
+            failure: ConnectFailure::UnknownHost,
+            says: "unknown host",
         },
         Row {
             what: "wrong password",

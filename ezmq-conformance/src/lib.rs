@@ -70,6 +70,8 @@ pub const CASES: &[&str] = &[
     "batch_push",
     "pause_and_resume_listener",
     "job_store_finds_cancels_and_promotes",
+    "job_store_sees_ready_and_retrying_jobs",
+    "cancel_never_races_delivery",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -106,6 +108,8 @@ macro_rules! behaviour_suite {
             batch_push,
             pause_and_resume_listener,
             job_store_finds_cancels_and_promotes,
+            job_store_sees_ready_and_retrying_jobs,
+            cancel_never_races_delivery,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

@@ -59,6 +59,18 @@ fn of_redis(err: &RedisError) -> ConnectFailure {
 pub(crate) async fn connect_error(seeds: &[String], last: DisqueError) -> Error {
     let addrs = seeds.join(",");
     let failure = last.connect_failure();
+    if matches!(failure, ConnectFailure::Closed | ConnectFailure::Other) {
+        let mut unknown = false;
+        for seed in seeds {
+            unknown = !protocol_probe::resolves(seed).await;
+            if !unknown {
+                break;
+            }
+        }
+        if unknown {
+            return Error::connect_failed(addrs, ConnectFailure::UnknownHost, last);
+        }
+    }
     let unclear = !matches!(last, DisqueError::NotDisque { .. })
         && matches!(
             failure,

@@ -66,6 +66,17 @@ impl RabbitError {
 /// answers there.
 pub(crate) async fn connect_error(url: &str, redacted: String, err: RabbitError) -> Error {
     let failure = err.connect_failure();
+    let default_port = if url.starts_with("amqps://") {
+        5671
+    } else {
+        5672
+    };
+    let addr = protocol_probe::host_port(url, default_port);
+    if let (ConnectFailure::Closed | ConnectFailure::Other, Some(addr)) = (failure, &addr) {
+        if !protocol_probe::resolves(addr).await {
+            return Error::connect_failed(redacted, ConnectFailure::UnknownHost, err);
+        }
+    }
     match failure {
         ConnectFailure::UnknownDatabase => {
             return Error::connect_failed(

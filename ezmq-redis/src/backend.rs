@@ -9,8 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{
-    Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, Peek,
-    QueueStats, ReplyChannel, Source,
+    Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, JobStore,
+    Peek, QueueStats, ReplyChannel, Source,
 };
 use ezmq_core::{Error, JobId, PushOptions, Result, Topic};
 use redis::{Cmd, RedisError, Value};
@@ -318,6 +318,10 @@ impl Backend for RedisBackend {
     }
 
     fn peek(&self) -> Option<&dyn Peek> {
+        Some(self)
+    }
+
+    fn job_store(&self) -> Option<&dyn JobStore> {
         Some(self)
     }
 

@@ -82,6 +82,22 @@ impl Message {
         out
     }
 
+    /// Reads a delayed message's sorted-set member back (the inverse of
+    /// [`delayed_member`](Self::delayed_member)); `None` when it is not
+    /// one.
+    pub(crate) fn from_member(member: &[u8]) -> Option<Self> {
+        let mut fields = Vec::new();
+        let mut rest = member.get(32..)?;
+        while !rest.is_empty() {
+            let colon = rest.iter().position(|b| *b == b':')?;
+            let len: usize = std::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
+            let field = rest.get(colon + 1..colon + 1 + len)?;
+            fields.push(Value::BulkString(field.to_vec()));
+            rest = &rest[colon + 1 + len..];
+        }
+        Message::from_fields(fields).ok()
+    }
+
     /// Reads the fields of a stream entry (`[f1, v1, f2, v2, ...]`).
     /// Unknown fields are ignored; a missing body is an empty body.
     pub(crate) fn from_fields(fields: Vec<Value>) -> Result<Self> {

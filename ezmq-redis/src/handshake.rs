@@ -103,6 +103,11 @@ async fn connect_error(addrs: &str, url: Option<&str>, err: RedisError) -> Error
         _ if err.is_connection_dropped() || err.is_io_error() => ConnectFailure::Closed,
         _ => ConnectFailure::Other,
     };
+    if let Some(addr) = url.and_then(|u| protocol_probe::host_port(u, 6379)) {
+        if failure != ConnectFailure::WrongProtocol && !protocol_probe::resolves(&addr).await {
+            return Error::connect_failed(addrs, ConnectFailure::UnknownHost, err);
+        }
+    }
     // A reply Redis would not give, or a server that hung up on us: ask
     // what answers there, to say which URL to use.
     if matches!(

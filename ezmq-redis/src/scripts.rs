@@ -306,3 +306,70 @@ return 1
 "#,
     )
 });
+
+/// The prelude of the job-control scripts: finding a job by its id. A
+/// delayed member holds the id as the field `h:ezmq-message-id` encoded
+/// `17:h:ezmq-message-id<len>:<id>`, so one plain `string.find` per member
+/// finds it exactly; a stream entry holds it as that field (or, pushed
+/// without it by a raw producer, is its own id).
+const FIND_JOB: &str = r#"
+local function find_delayed(key, id)
+  local needle = '17:h:ezmq-message-id' .. #id .. ':' .. id
+  for _, m in ipairs(redis.call('ZRANGE', key, 0, -1)) do
+    if string.find(m, needle, 33, true) then return m end
+  end
+  return nil
+end
+local function find_entry(key, id)
+  for _, e in ipairs(redis.call('XRANGE', key, '-', '+')) do
+    if e[1] == id then return e[1] end
+    local f = e[2]
+    for i = 1, #f, 2 do
+      if f[i] == 'h:ezmq-message-id' then
+        if f[i + 1] == id then return e[1] end
+        break
+      end
+    end
+  end
+  return nil
+end
+"#;
+
+fn job_script(body: &str) -> Script {
+    script(&format!("{FIND_JOB}{body}"))
+}
+
+/// Cancels job `id` of a topic in one step: removes it from the delayed
+/// set, or its entry from the stream unless a consumer has it (pending).
+/// KEYS: delayed zset, stream. ARGV: job id, group. Returns 1 when
+/// removed, -1 when it is running (left alone), 0 when not found. O(n) in
+/// the topic's delayed and waiting jobs, on the server.
+pub(crate) static CANCEL: LazyLock<Script> = LazyLock::new(|| {
+    job_script(
+        r#"
+local m = find_delayed(KEYS[1], ARGV[1])
+if m then return redis.call('ZREM', KEYS[1], m) end
+local e = find_entry(KEYS[2], ARGV[1])
+if not e then return 0 end
+local pending = redis.pcall('XPENDING', KEYS[2], ARGV[2], e, e, 1)
+if type(pending) == 'table' and #pending > 0 then return -1 end
+return redis.call('XDEL', KEYS[2], e)
+"#,
+    )
+});
+
+/// Makes delayed job `id` ready now: removes it from the delayed set and
+/// adds it to the stream in the same step. KEYS: delayed zset, stream.
+/// ARGV: job id, stream MAXLEN (0 = none). Returns 1 when done, 0 when it
+/// is not delayed.
+pub(crate) static PROMOTE_JOB: LazyLock<Script> = LazyLock::new(|| {
+    job_script(
+        r#"
+local m = find_delayed(KEYS[1], ARGV[1])
+if not m then return 0 end
+redis.call('ZREM', KEYS[1], m)
+xadd(KEYS[2], ARGV[2], decode(m))
+return 1
+"#,
+    )
+});

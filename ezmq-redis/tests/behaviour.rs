@@ -26,8 +26,7 @@ impl Broker for SharedRedis {
     }
 
     fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
-        use ezmq_core::spi::{Capabilities, Capability};
-        Capabilities::all().without(Capability::JobStore)
+        ezmq_core::spi::Capabilities::all()
     }
 
     fn url(&self) -> String {

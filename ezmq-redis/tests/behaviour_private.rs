@@ -70,8 +70,7 @@ impl Broker for PrivateRedis {
     }
 
     fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
-        use ezmq_core::spi::{Capabilities, Capability};
-        Capabilities::all().without(Capability::JobStore)
+        ezmq_core::spi::Capabilities::all()
     }
 
     fn url(&self) -> String {

@@ -9,6 +9,7 @@ mod consume;
 mod failures;
 mod idempotence;
 mod inspection;
+mod job_control;
 mod job_model;
 mod lifecycle;
 mod timing;
@@ -29,6 +30,7 @@ pub use failures::{
 };
 pub use idempotence::idempotent_push_by_message_id;
 pub use inspection::{capabilities_are_consistent, peek, queue_len};
+pub use job_control::{cancel_never_races_delivery, job_store_sees_ready_and_retrying_jobs};
 pub use job_model::{
     batch_push, job_store_finds_cancels_and_promotes, one_job_id_through_delay_retry_dead_letter,
     pause_and_resume_listener,

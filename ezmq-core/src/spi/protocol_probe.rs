@@ -1,7 +1,7 @@
 //! Which kind of server answers at an address, for a connection error that
 //! should say "this is a RabbitMQ port; use amqp://" instead of a parse
-//! error. Backends run it only after a handshake failed in a way that
-//! suggests another protocol.
+//! error, and whether its host name resolves at all. Backends run these
+//! only after a connection failed in a way that suggests them.
 
 use std::time::Duration;
 
@@ -59,6 +59,12 @@ pub async fn identify(addr: &str, within: Duration) -> Option<ServerKind> {
     tokio::time::timeout(within, probe).await.ok().flatten()
 }
 
+/// False when `addr` (`host:port`) does not resolve: the host name is
+/// unknown (the resolver's answer, not an error message, says so).
+pub async fn resolves(addr: &str) -> bool {
+    tokio::net::lookup_host(addr).await.is_ok()
+}
+
 /// The `host:port` a URL names (`scheme://[user:pass@]host[:port][/...]`),
 /// with `default_port` when it has none; `None` without a host.
 pub fn host_port(url: &str, default_port: u16) -> Option<String> {
@@ -105,6 +111,12 @@ mod tests {
         assert_eq!(classify(b"INFO {\"s"), Some(ServerKind::Nats));
         assert_eq!(classify(b"HTTP/1.1"), Some(ServerKind::Http));
         assert_eq!(classify(b"\x16\x03\x01"), None);
+    }
+
+    #[tokio::test]
+    async fn names_under_invalid_do_not_resolve() {
+        assert!(!resolves("no-such-host.invalid:6379").await);
+        assert!(resolves("127.0.0.1:6379").await);
     }
 
     #[test]
