@@ -54,6 +54,14 @@ pub(crate) enum Command {
     Cron(CronCommand),
     /// Broadcast groups of a topic and their live members.
     Groups(GroupsArgs),
+    /// Scheduled jobs (delayed pushes) and retrying ones (waiting for
+    /// their backoff) of a topic, the soonest due first.
+    Scheduled(ScheduledArgs),
+    /// Cancels a job that has not started (scheduled, retrying or
+    /// waiting); a running one is left to its handler (exit code 1).
+    Cancel(JobArgs),
+    /// Makes a scheduled or retrying job due now.
+    Promote(JobArgs),
     /// Runs the embedded Disque-compatible server (the flags of
     /// `ezmq-disque-server`).
     Serve(ServeArgs),
@@ -71,6 +79,25 @@ pub(crate) struct StatsArgs {
     #[arg(long, value_name = "INTERVAL", num_args = 0..=1,
           default_missing_value = "2s", value_parser = parse_duration)]
     pub(crate) watch: Option<Duration>,
+}
+
+/// `ezmq scheduled`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ScheduledArgs {
+    /// The topic.
+    pub(crate) topic: String,
+    /// At most this many jobs.
+    #[arg(short = 'n', long = "count", default_value_t = 50)]
+    pub(crate) count: usize,
+}
+
+/// `ezmq cancel` and `ezmq promote`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct JobArgs {
+    /// The topic.
+    pub(crate) topic: String,
+    /// The job's id (what the push printed).
+    pub(crate) id: String,
 }
 
 /// `ezmq peek`.

@@ -102,6 +102,17 @@ pub(crate) fn print_text(text: &str) -> CliResult<()> {
     Ok(())
 }
 
+/// A job's headers as `name=value,...` for a table cell, without the job
+/// id (the ID column shows it), clipped to `width`.
+pub(crate) fn headers_cell(headers: &ezmq::Headers, width: usize) -> String {
+    let shown: Vec<String> = headers
+        .iter()
+        .filter(|(k, _)| *k != ezmq::MESSAGE_ID_HEADER)
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    clip(&shown.join(","), width)
+}
+
 /// A time in milliseconds since the Unix epoch as `2026-11-30 15:04:05Z`
 /// (UTC), `-` for zero.
 pub(crate) fn time_ms(ms: u64) -> String {

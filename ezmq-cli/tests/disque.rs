@@ -10,6 +10,7 @@ use support::disque_url;
 const CAPS: Caps = Caps {
     peek: true,
     in_flight: false,
+    job_store: false,
 };
 
 #[tokio::test]
@@ -65,4 +66,10 @@ async fn secrets_never_printed() {
     )
     .await;
     server.shutdown().await;
+}
+
+#[tokio::test]
+async fn scheduled_cancel_promote() {
+    let broker = TestBroker::start().await;
+    cases::scheduled_cancel_promote(&disque_url(&broker), CAPS).await;
 }

@@ -10,6 +10,7 @@ use support::cases::{self, Caps};
 const CAPS: Caps = Caps {
     peek: false,
     in_flight: false,
+    job_store: false,
 };
 
 #[tokio::test]
@@ -91,4 +92,12 @@ async fn a_failed_connection_is_said_once() {
     );
     assert!(!out.stderr.contains("lapin"), "{}", out.stderr);
     assert!(!out.stderr.contains("retry"), "{}", out.stderr);
+}
+
+#[tokio::test]
+async fn scheduled_cancel_promote() {
+    let Some(url) = support::rabbitmq().await else {
+        return;
+    };
+    cases::scheduled_cancel_promote(&url, CAPS).await;
 }

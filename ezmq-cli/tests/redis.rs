@@ -8,6 +8,7 @@ use support::cases::{self, Caps};
 const CAPS: Caps = Caps {
     peek: true,
     in_flight: true,
+    job_store: true,
 };
 
 #[tokio::test]
@@ -56,4 +57,12 @@ async fn cron_list() {
         return;
     };
     cases::cron_list(&url, true).await;
+}
+
+#[tokio::test]
+async fn scheduled_cancel_promote() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::scheduled_cancel_promote(&url, CAPS).await;
 }

@@ -72,6 +72,7 @@ pub const CASES: &[&str] = &[
     "job_store_finds_cancels_and_promotes",
     "job_store_sees_ready_and_retrying_jobs",
     "cancel_never_races_delivery",
+    "reschedule_moves_a_due_time",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -110,6 +111,7 @@ macro_rules! behaviour_suite {
             job_store_finds_cancels_and_promotes,
             job_store_sees_ready_and_retrying_jobs,
             cancel_never_races_delivery,
+            reschedule_moves_a_due_time,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

@@ -1,7 +1,7 @@
 //! [`Admin`]: the supported way for tools to look inside a broker and act
 //! on it.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
 use crate::job::{Job, JobId};
@@ -125,6 +125,13 @@ impl<'a> Admin<'a> {
     /// ([`Capability::JobStore`]); false when it is neither.
     pub async fn promote_job(&self, topic: &Topic, id: &JobId) -> Result<bool> {
         self.job_store()?.promote(topic, id).await
+    }
+
+    /// Moves a scheduled or retrying job's due time to `at`
+    /// ([`Capability::JobStore`]); false when it is neither. It is not
+    /// delivered before `at`.
+    pub async fn reschedule_job(&self, topic: &Topic, id: &JobId, at: SystemTime) -> Result<bool> {
+        self.job_store()?.reschedule(topic, id, at).await
     }
 
     fn job_store(&self) -> Result<&'a dyn JobStore> {

@@ -205,6 +205,33 @@ impl JobStore for RedisBackend {
         // A listener blocked in `XREADGROUP` wakes on the new entry.
         Ok(moved == 1)
     }
+
+    /// The new due time is the server's now plus how far `at` is from
+    /// this machine's now (rounded up to the millisecond), so a client
+    /// clock ahead of the server's never makes the job early by more than
+    /// the skew.
+    async fn reschedule(&self, topic: &Topic, id: &JobId, at: SystemTime) -> Result<bool> {
+        self.inner.ensure_open()?;
+        let keys = TopicKeys::queue(&self.inner.config.key_prefix, topic);
+        let delay_ms = match at.duration_since(SystemTime::now()) {
+            Ok(ahead) => i64::try_from(crate::backend::ms_ceil(ahead)).unwrap_or(i64::MAX),
+            Err(_) => 0,
+        };
+        let moved: i64 = scripts::RESCHEDULE_JOB
+            .key(&keys.delayed)
+            .arg(id.as_str())
+            .arg(delay_ms)
+            .invoke_async(&mut self.inner.conn())
+            .await
+            .map_err(error::command("reschedule script"))?;
+        if moved == 1 {
+            // A listener of this process waits for the soonest due time it
+            // knows: tell it (other processes look every `block_wait`).
+            self.inner
+                .note_delayed(topic, Duration::from_millis(delay_ms.unsigned_abs()));
+        }
+        Ok(moved == 1)
+    }
 }
 
 /// The job a stored message is, its id the stamped one (else `fallback`).

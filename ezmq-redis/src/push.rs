@@ -310,7 +310,7 @@ impl Inner {
 
     /// Tells this instance's listener of `topic`, if any, that a delayed
     /// message comes due in `delay`.
-    fn note_delayed(&self, topic: &Topic, delay: Duration) {
+    pub(crate) fn note_delayed(&self, topic: &Topic, delay: Duration) {
         if let Some(state) = self.existing_state(&Source::Topic(topic.clone())) {
             state.note_due_in(delay);
         }

@@ -373,3 +373,19 @@ return 1
 "#,
     )
 });
+
+/// Moves delayed job `id` to a new due time. KEYS: delayed zset. ARGV:
+/// job id, delay ms from the server's now (0 or less: due at once).
+/// Returns 1 when moved, 0 when it is not delayed.
+pub(crate) static RESCHEDULE_JOB: LazyLock<Script> = LazyLock::new(|| {
+    job_script(
+        r#"
+local m = find_delayed(KEYS[1], ARGV[1])
+if not m then return 0 end
+local delay = tonumber(ARGV[2])
+if delay < 0 then delay = 0 end
+redis.call('ZADD', KEYS[1], 'XX', now_ms(true) + delay, m)
+return 1
+"#,
+    )
+});

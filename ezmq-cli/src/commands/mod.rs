@@ -3,6 +3,7 @@
 mod cron;
 mod dead_letters;
 mod groups;
+mod jobs;
 mod peek;
 mod push;
 pub(crate) mod serve;
@@ -29,6 +30,9 @@ pub(crate) async fn run(cli: Cli) -> CliResult<()> {
         Command::DeadLetters(args) => dead_letters::run(&client, args, json).await,
         Command::Cron(CronCommand::List) => cron::list(&client, json).await,
         Command::Groups(args) => groups::run(&client, args, json).await,
+        Command::Scheduled(args) => jobs::scheduled(&client, args, json).await,
+        Command::Cancel(args) => jobs::cancel(&client, args, json).await,
+        Command::Promote(args) => jobs::promote(&client, args, json).await,
         Command::Serve(_) => Ok(()),
     };
     close(&client).await;

@@ -1,12 +1,12 @@
 //! `ezmq peek TOPIC [-n N]`: waiting jobs, oldest first, not consumed.
 
 use ezmq::spi::Capability;
-use ezmq::{Client, Job, MqClient, MESSAGE_ID_HEADER};
+use ezmq::{Client, Job, MqClient};
 use serde::Serialize;
 
 use crate::args::PeekArgs;
 use crate::exit::{CliResult, Context};
-use crate::table::{clip, print_json, print_text, Table};
+use crate::table::{clip, headers_cell, print_json, print_text, Table};
 
 /// One peeked job.
 #[derive(Debug, Serialize)]
@@ -57,13 +57,6 @@ pub(crate) async fn run(client: &Client, args: PeekArgs, json: bool) -> CliResul
     }
     let mut table = Table::new(["ID", "ATTEMPT", "HEADERS", "BODY"]);
     for job in &jobs {
-        let headers: Vec<String> = job
-            .headers
-            .iter()
-            // The ID column shows it.
-            .filter(|(k, _)| *k != MESSAGE_ID_HEADER)
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
         let body = match (&job.body, &job.body_bytes) {
             (Some(text), _) => clip(text, 60),
             (None, Some(bytes)) => format!("<{} bytes>", bytes.len()),
@@ -72,7 +65,7 @@ pub(crate) async fn run(client: &Client, args: PeekArgs, json: bool) -> CliResul
         table.row([
             job.id.clone(),
             job.attempt.to_string(),
-            clip(&headers.join(","), 40),
+            headers_cell(&job.headers, 40),
             body,
         ]);
     }

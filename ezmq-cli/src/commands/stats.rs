@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use ezmq::spi::Capability;
+use ezmq::spi::{Capability, JobState};
 use ezmq::{Admin, Client, MqClient, Topic};
 use serde::Serialize;
 
@@ -18,6 +18,9 @@ struct TopicStats {
     topic: String,
     /// Waiting to be delivered (not delayed, not in flight).
     waiting: u64,
+    /// Scheduled (delayed) or retrying (waiting for a backoff); `null`
+    /// when the broker cannot tell (no job store).
+    scheduled: Option<u64>,
     /// Delivered and not settled yet; `null` when the broker cannot tell.
     in_flight: Option<u64>,
     /// Waiting in `<topic>.dead-letter`.
@@ -63,8 +66,9 @@ async fn collect(client: &Client, topics: &[(Topic, Topic)]) -> CliResult<Vec<To
 }
 
 async fn read(admin: Admin<'_>, topic: &Topic, dead: &Topic) -> CliResult<TopicStats> {
-    let (waiting, in_flight, dead_letters) = tokio::try_join!(
+    let (waiting, scheduled, in_flight, dead_letters) = tokio::try_join!(
         admin.queue_len(topic),
+        scheduled(admin, topic),
         admin.in_flight(topic),
         admin.queue_len(dead),
     )
@@ -72,17 +76,32 @@ async fn read(admin: Admin<'_>, topic: &Topic, dead: &Topic) -> CliResult<TopicS
     Ok(TopicStats {
         topic: topic.to_string(),
         waiting,
+        scheduled,
         in_flight,
         dead_letters,
     })
 }
 
+/// Scheduled plus retrying jobs, where the backend has a job store.
+async fn scheduled(admin: Admin<'_>, topic: &Topic) -> ezmq::Result<Option<u64>> {
+    if !admin.capabilities().has(Capability::JobStore) {
+        return Ok(None);
+    }
+    let (delayed, retrying) = tokio::try_join!(
+        admin.count_jobs(topic, JobState::Scheduled),
+        admin.count_jobs(topic, JobState::Retrying),
+    )?;
+    Ok(Some(delayed + retrying))
+}
+
 fn render(stats: &[TopicStats]) -> String {
-    let mut table = Table::new(["TOPIC", "WAITING", "IN-FLIGHT", "DEAD-LETTERS"]);
+    let mut table = Table::new(["TOPIC", "WAITING", "SCHEDULED", "IN-FLIGHT", "DEAD-LETTERS"]);
     for s in stats {
         table.row([
             s.topic.clone(),
             s.waiting.to_string(),
+            s.scheduled
+                .map_or_else(|| "-".to_owned(), |n| n.to_string()),
             s.in_flight
                 .map_or_else(|| "-".to_owned(), |n| n.to_string()),
             s.dead_letters.to_string(),

@@ -18,6 +18,8 @@ pub struct Caps {
     pub peek: bool,
     /// It counts in-flight jobs (Redis).
     pub in_flight: bool,
+    /// It finds jobs by id: scheduled, cancel, promote (Redis).
+    pub job_store: bool,
 }
 
 async fn stats(url: &str, topic: &str) -> serde_json::Value {
@@ -392,4 +394,66 @@ pub async fn secrets_never_printed(right: &str, wrong: &str, secrets: &[&str]) {
         "the error names the cause:\n{}",
         refused.stderr
     );
+}
+
+/// `scheduled` lists delayed jobs, `stats` counts them, `cancel` removes
+/// one (a second cancel finds nothing: exit 1), `promote` makes the other
+/// due now; without a job store each says the capability is missing.
+pub async fn scheduled_cancel_promote(url: &str, caps: Caps) {
+    let t = topic("sched");
+    let first = ezmq(url, &["push", &t, "one", "--delay", "1h"]).await.ok();
+    let second = ezmq(url, &["push", &t, "two", "--delay", "1h"]).await.ok();
+    let (first, second) = (
+        first.stdout.trim().to_owned(),
+        second.stdout.trim().to_owned(),
+    );
+    if !caps.job_store {
+        let out = ezmq(url, &["scheduled", &t]).await.expect_code(4);
+        assert!(out.stderr.contains("capability missing"), "{}", out.stderr);
+        ezmq(url, &["cancel", &t, &first]).await.expect_code(4);
+        ezmq(url, &["promote", &t, &first]).await.expect_code(4);
+        assert!(stats(url, &t).await["scheduled"].is_null());
+        return;
+    }
+    assert_eq!(stats(url, &t).await["scheduled"], 2);
+    let table = ezmq(url, &["stats", &t]).await.ok().stdout;
+    assert!(table.contains("SCHEDULED"), "{table}");
+    let listed = ezmq(url, &["--json", "scheduled", &t]).await.ok().json();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|job| job["id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(ids.len(), 2, "{listed}");
+    assert!(
+        ids.contains(&first.as_str()) && ids.contains(&second.as_str()),
+        "{listed}"
+    );
+    let due = listed[0]["due_at_ms"].as_u64().expect("due time");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as u64;
+    assert!(
+        due > now + 3_500_000,
+        "due in about an hour: {due} vs {now}"
+    );
+    assert_eq!(listed[0]["state"], "scheduled");
+    let table = ezmq(url, &["scheduled", &t]).await.ok().stdout;
+    assert!(table.starts_with("ID"), "{table}");
+
+    let out = ezmq(url, &["cancel", &t, &first]).await.ok();
+    assert!(out.stdout.contains("cancelled"), "{}", out.stdout);
+    let out = ezmq(url, &["cancel", &t, &first]).await.expect_code(1);
+    assert!(out.stderr.contains("no job"), "{}", out.stderr);
+    ezmq(url, &["promote", &t, &second]).await.ok();
+    let s = stats(url, &t).await;
+    assert_eq!(
+        (s["scheduled"].as_u64(), s["waiting"].as_u64()),
+        (Some(0), Some(1)),
+        "{s}"
+    );
+    let out = ezmq(url, &["promote", &t, &second]).await.expect_code(1);
+    assert!(out.stderr.contains("not scheduled"), "{}", out.stderr);
 }

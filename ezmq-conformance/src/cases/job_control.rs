@@ -211,3 +211,68 @@ pub async fn cancel_never_races_delivery(ctx: Ctx) {
     assert!(times.values().all(|n| *n == 1), "each delivered once");
     shutdown(client, Duration::from_secs(5)).await;
 }
+
+/// A job scheduled in 10 minutes, rescheduled to 1 s from now, is
+/// delivered then: not before the new time, long before the old one; an
+/// unknown job is not rescheduled.
+pub async fn reschedule_moves_a_due_time(ctx: Ctx) {
+    let client = ctx.client();
+    let name = ctx.topic("reschedule");
+    let topic = Topic::new(name.as_str()).expect("topic");
+    let admin = client.admin();
+    if !ctx.has(Capability::JobStore) {
+        let refused = admin
+            .reschedule_job(&topic, &JobId::new("x"), SystemTime::now())
+            .await;
+        assert_unsupported(refused, Capability::JobStore, "reschedule_job");
+        ctx.skip_lacking(Capability::JobStore);
+        shutdown(client, Duration::from_secs(5)).await;
+        return;
+    }
+    let id = client
+        .push_delay(&name, "moved".into(), Duration::from_secs(600))
+        .await
+        .expect("push");
+    let at = SystemTime::now() + Duration::from_secs(1);
+    assert!(admin
+        .reschedule_job(&topic, &id, at)
+        .await
+        .expect("reschedule"));
+    let due = admin
+        .job(&topic, &id)
+        .await
+        .expect("job")
+        .expect("found")
+        .due_at
+        .expect("due time");
+    let off = due
+        .duration_since(at)
+        .unwrap_or_else(|early| early.duration());
+    assert!(
+        off < Duration::from_millis(500),
+        "due at the new time: {off:?} off"
+    );
+    assert!(!admin
+        .reschedule_job(&topic, &JobId::new("no-such-job"), at)
+        .await
+        .expect("reschedule unknown"));
+
+    let (tx, mut rx) = channel::<SystemTime>();
+    client
+        .add_consume_listener(&name, move |_job: Job| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(SystemTime::now());
+                Ok::<(), std::convert::Infallible>(())
+            }
+        })
+        .await
+        .expect("listener");
+    let delivered = recv(&mut rx, SOON, "the rescheduled job").await;
+    assert!(
+        delivered >= at,
+        "delivered {:?} before its new time",
+        at.duration_since(delivered).unwrap_or_default()
+    );
+    shutdown(client, Duration::from_secs(5)).await;
+}

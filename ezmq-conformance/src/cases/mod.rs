@@ -30,7 +30,10 @@ pub use failures::{
 };
 pub use idempotence::idempotent_push_by_message_id;
 pub use inspection::{capabilities_are_consistent, peek, queue_len};
-pub use job_control::{cancel_never_races_delivery, job_store_sees_ready_and_retrying_jobs};
+pub use job_control::{
+    cancel_never_races_delivery, job_store_sees_ready_and_retrying_jobs,
+    reschedule_moves_a_due_time,
+};
 pub use job_model::{
     batch_push, job_store_finds_cancels_and_promotes, one_job_id_through_delay_retry_dead_letter,
     pause_and_resume_listener,

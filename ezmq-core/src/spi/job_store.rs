@@ -115,4 +115,10 @@ pub trait JobStore: Send + Sync {
     /// Makes a scheduled or retrying job ready now; false when it is not
     /// scheduled or retrying.
     async fn promote(&self, topic: &Topic, id: &JobId) -> Result<bool>;
+
+    /// Moves a scheduled or retrying job's due time to `at` (a time past
+    /// makes it due at once, as [`JobStore::promote`]); false when it is
+    /// not scheduled or retrying. Never early: it is not delivered before
+    /// `at`.
+    async fn reschedule(&self, topic: &Topic, id: &JobId, at: SystemTime) -> Result<bool>;
 }

@@ -88,4 +88,16 @@ impl JobStore for MemoryBackend {
             .with_queue(topic, |queue, _| queue.promote(id))
             .unwrap_or(false))
     }
+
+    async fn reschedule(&self, topic: &Topic, id: &JobId, at: SystemTime) -> Result<bool> {
+        self.ensure_open()?;
+        // On the broker's clock: as far from now as `at` is (rounded up).
+        let ahead = at
+            .duration_since(SystemTime::now())
+            .map(|d| d + std::time::Duration::from_millis(1))
+            .unwrap_or_default();
+        Ok(self
+            .with_queue(topic, |queue, now| queue.reschedule(id, now + ahead))
+            .unwrap_or(false))
+    }
 }

@@ -240,6 +240,24 @@ impl Queue {
         Cancelled::NotFound
     }
 
+    /// Moves delayed message `id` to `due` (keeping its sequence number);
+    /// false when it is not delayed.
+    pub(super) fn reschedule(&mut self, id: &JobId, due: Instant) -> bool {
+        let delayed = self
+            .delayed
+            .iter()
+            .find(|(_, m)| &m.id == id)
+            .map(|(k, _)| *k);
+        match delayed.and_then(|key| self.delayed.remove(&key).map(|m| (key.1, m))) {
+            Some((seq, message)) => {
+                self.delayed.insert((due, seq), message);
+                self.notify.notify_waiters();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Makes delayed message `id` ready now; false when it is not delayed.
     pub(super) fn promote(&mut self, id: &JobId) -> bool {
         let delayed = self
