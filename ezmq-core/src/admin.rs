@@ -127,6 +127,33 @@ impl<'a> Admin<'a> {
         self.job_store()?.promote(topic, id).await
     }
 
+    /// The jobs of `topic` waiting for a time — scheduled (a delayed push)
+    /// or retrying (a failed job waiting for its backoff) — soonest due
+    /// first, at most `n` ([`Capability::JobStore`]). Each has its id, due
+    /// time, next attempt, headers and body.
+    pub async fn scheduled(&self, topic: &Topic, n: usize) -> Result<Vec<JobInfo>> {
+        let store = self.job_store()?;
+        let (mut found, retrying) = tokio::try_join!(
+            store.jobs(topic, JobState::Scheduled, None, usize::MAX),
+            store.jobs(topic, JobState::Retrying, None, usize::MAX),
+        )?;
+        found.extend(retrying);
+        found.sort_by_key(|info| info.due_at.unwrap_or(SystemTime::UNIX_EPOCH));
+        found.truncate(n);
+        Ok(found)
+    }
+
+    /// How many jobs of `topic` are scheduled or retrying
+    /// ([`Capability::JobStore`]): what `queue_len` (ready jobs) leaves out.
+    pub async fn scheduled_len(&self, topic: &Topic) -> Result<u64> {
+        let store = self.job_store()?;
+        let (scheduled, retrying) = tokio::try_join!(
+            store.count(topic, JobState::Scheduled),
+            store.count(topic, JobState::Retrying),
+        )?;
+        Ok(scheduled + retrying)
+    }
+
     /// Moves a scheduled or retrying job's due time to `at`
     /// ([`Capability::JobStore`]); false when it is neither. It is not
     /// delivered before `at`.

@@ -3,9 +3,9 @@
 //! `ezmq promote TOPIC ID` makes one due now — through the job store
 //! (`Capability::JobStore`).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::UNIX_EPOCH;
 
-use ezmq::spi::{Cancelled, Capability, JobInfo, JobState};
+use ezmq::spi::{Cancelled, Capability, JobInfo};
 use ezmq::{Client, JobId, MqClient};
 use serde::Serialize;
 
@@ -58,18 +58,11 @@ impl From<&JobInfo> for ScheduledJob {
 pub(crate) async fn scheduled(client: &Client, args: ScheduledArgs, json: bool) -> CliResult<()> {
     super::require(client, Capability::JobStore, HINT)?;
     let topic = super::topic(&args.topic)?;
-    let admin = client.admin();
-    let mut found = Vec::new();
-    for state in [JobState::Scheduled, JobState::Retrying] {
-        found.extend(
-            admin
-                .jobs(&topic, state, None, args.count)
-                .await
-                .context(|| format!("listing the {state} jobs of {topic:?}"))?,
-        );
-    }
-    found.sort_by_key(|info| info.due_at.unwrap_or(SystemTime::UNIX_EPOCH));
-    found.truncate(args.count);
+    let found = client
+        .admin()
+        .scheduled(&topic, args.count)
+        .await
+        .context(|| format!("listing the scheduled jobs of {topic:?}"))?;
     let jobs: Vec<ScheduledJob> = found.iter().map(ScheduledJob::from).collect();
     if json {
         return print_json(&jobs);

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::time::Duration;
 
-use ezmq::spi::{Capability, JobState};
+use ezmq::spi::Capability;
 use ezmq::{Admin, Client, MqClient, Topic};
 use serde::Serialize;
 
@@ -87,11 +87,7 @@ async fn scheduled(admin: Admin<'_>, topic: &Topic) -> ezmq::Result<Option<u64>>
     if !admin.capabilities().has(Capability::JobStore) {
         return Ok(None);
     }
-    let (delayed, retrying) = tokio::try_join!(
-        admin.count_jobs(topic, JobState::Scheduled),
-        admin.count_jobs(topic, JobState::Retrying),
-    )?;
-    Ok(Some(delayed + retrying))
+    admin.scheduled_len(topic).await.map(Some)
 }
 
 fn render(stats: &[TopicStats]) -> String {

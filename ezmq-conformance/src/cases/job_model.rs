@@ -243,7 +243,7 @@ pub async fn job_store_finds_cancels_and_promotes(ctx: Ctx) {
         .await
         .expect("push a");
     let b = client
-        .push_delay(&name, "b".into(), later)
+        .push_delay(&name, "b".into(), later + Duration::from_secs(60))
         .await
         .expect("push b");
     let found = admin
@@ -280,6 +280,10 @@ pub async fn job_store_finds_cancels_and_promotes(ctx: Ctx) {
     let mut expected = vec![a.clone(), b.clone()];
     expected.sort();
     assert_eq!(listed, expected, "both scheduled jobs are listed");
+    assert_eq!(admin.scheduled_len(&topic).await.expect("scheduled_len"), 2);
+    let soonest = admin.scheduled(&topic, 1).await.expect("scheduled");
+    assert_eq!(soonest.len(), 1, "at most n");
+    assert_eq!(soonest[0].job.id(), &a, "the soonest due first");
 
     assert_eq!(
         admin.cancel_job(&topic, &a).await.expect("cancel"),
