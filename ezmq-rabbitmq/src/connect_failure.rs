@@ -130,12 +130,7 @@ fn vhost_of(url: &str) -> String {
     if path.is_empty() {
         return "/".to_owned();
     }
-    let (_, pairs) =
-        ezmq_core::spi::option_value::split_query(&format!("?v={path}")).unwrap_or_default();
-    pairs
-        .into_iter()
-        .next()
-        .map_or_else(|| path.to_owned(), |(_, v)| v)
+    ezmq_core::spi::option_value::percent_decode(path).unwrap_or_else(|| path.to_owned())
 }
 
 #[cfg(test)]
