@@ -76,7 +76,7 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use ezmq_core::spi::ExclusiveClaim;
+use ezmq_core::spi::{ClaimOutcome, ExclusiveClaim};
 use ezmq_core::{Error, Result, Topic};
 use futures::stream::{FuturesUnordered, StreamExt};
 
@@ -220,6 +220,14 @@ impl Round {
         self.held_by.values().copied().max().unwrap_or(0)
     }
 
+    /// The token of the caller holding the most nodes.
+    fn top_holder(&self) -> Option<String> {
+        self.held_by
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .map(|(token, _)| token.clone())
+    }
+
     fn count(&mut self, node: &Arc<Node>, vote: Vote) {
         match vote {
             Vote::Yes(job) => self.won.push((Arc::clone(node), job)),
@@ -245,46 +253,40 @@ enum Outcome {
 #[async_trait]
 impl ExclusiveClaim for DisqueBackend {
     /// A majority of `MAXLEN 1` claims over the claim set (see the module
-    /// documentation); `hold` is rounded up to whole seconds, at least 1 s.
+    /// documentation) under a random token; `hold` is rounded up to whole
+    /// seconds, at least 1 s.
     async fn try_claim(&self, key: &Topic, hold: Duration) -> Result<bool> {
-        self.ensure_open()?;
-        let table = self.shared.snapshot();
-        let window = membership_window(self.config().refresh_interval);
-        let members = self.shared.claims.current(
-            table.iter().map(|n| n.info.id.as_str()),
-            window,
-            Instant::now(),
-        );
-        if members.is_empty() {
-            return Err(DisqueError::NoNodes.into());
-        }
-        let needed = members.len() / 2 + 1;
-        // Members no longer in the table count, but cannot say yes.
-        let nodes: Vec<Arc<Node>> = members
-            .iter()
-            .filter_map(|id| table.iter().find(|n| &n.info.id == id).cloned())
-            .collect();
-        let absent = members.len() - nodes.len();
-        let timeout = self.config().command_timeout.min(NODE_TIMEOUT);
         let token = uuid::Uuid::new_v4().simple().to_string();
-        let claim = &claim_cmd(key, &token, hold, timeout);
+        Ok(self.claim(key, &token, hold).await? == ClaimOutcome::Won)
+    }
+
+    /// The claim of [`ExclusiveClaim::try_claim`] under `token`. Lost to a
+    /// caller with a majority: its token; lost while other callers split
+    /// the nodes: the token holding the most nodes.
+    async fn claim(&self, key: &Topic, token: &str, hold: Duration) -> Result<ClaimOutcome> {
+        self.ensure_open()?;
+        let (members, nodes) = self.claim_set()?;
+        let absent = members.len() - nodes.len();
+        let needed = members.len() / 2 + 1;
+        let timeout = self.config().command_timeout.min(NODE_TIMEOUT);
+        let claim = &claim_cmd(key, token, hold, timeout);
         for round in 1..=ROUNDS {
             let mut found = Round {
                 unknown: absent,
                 ..Round::default()
             };
-            let outcome = collect(&nodes, key, &token, claim, timeout, needed, &mut found).await;
+            let outcome = collect(&nodes, key, token, claim, timeout, needed, &mut found).await;
             match outcome {
                 Outcome::Won => {
                     tracing::debug!(%key, round, won = found.won.len(), nodes = members.len(), "claim won");
-                    return Ok(true);
+                    return Ok(ClaimOutcome::Won);
                 }
                 Outcome::Lost => {
                     // Our nodes stay held (until `hold`): a late caller of
                     // the same key then finds no free majority even if one
                     // of the winner's nodes loses its jobs.
                     tracing::debug!(%key, round, held = found.most_held(), "claim held by another caller");
-                    return Ok(false);
+                    return Ok(ClaimOutcome::Held(found.top_holder()));
                 }
                 Outcome::Undecided => {}
             }
@@ -292,7 +294,7 @@ impl ExclusiveClaim for DisqueBackend {
                 if found.held() > 0 {
                     // Callers that hold nodes sort it out between them.
                     tracing::debug!(%key, round, held = found.held(), "claim held by other callers");
-                    return Ok(false);
+                    return Ok(ClaimOutcome::Held(found.top_holder()));
                 }
                 return Err(no_majority(key, found, members.len(), needed));
             }
@@ -305,7 +307,81 @@ impl ExclusiveClaim for DisqueBackend {
             tracing::debug!(%key, round, won = found.won.len(), held = found.held(), "claim split; retrying");
             tokio::time::sleep(jitter()).await;
         }
-        Ok(false)
+        Ok(ClaimOutcome::Held(None))
+    }
+
+    /// The token a majority of the claim set holds `key` under (`QPEEK` on
+    /// every node at once).
+    async fn holder(&self, key: &Topic) -> Result<Option<String>> {
+        self.ensure_open()?;
+        let (members, nodes) = self.claim_set()?;
+        let needed = members.len() / 2 + 1;
+        let timeout = self.config().command_timeout.min(NODE_TIMEOUT);
+        let held = futures::future::join_all(nodes.iter().map(|node| holder(node, key, timeout)));
+        let mut tokens: HashMap<String, usize> = HashMap::new();
+        let mut answered = 0;
+        for found in held.await {
+            match found {
+                Ok(Some((_, token))) => {
+                    answered += 1;
+                    *tokens.entry(token).or_insert(0) += 1;
+                }
+                Ok(None) => answered += 1,
+                Err(()) => {}
+            }
+        }
+        if answered < needed {
+            let found = Round {
+                unknown: members.len() - answered,
+                held_anonymously: answered,
+                ..Round::default()
+            };
+            return Err(no_majority(key, found, members.len(), needed));
+        }
+        Ok(tokens
+            .into_iter()
+            .find(|(_, n)| *n >= needed)
+            .map(|(token, _)| token))
+    }
+
+    /// `DELJOB` of the claim jobs `token` holds, on every node of the
+    /// claim set; true when one was deleted.
+    async fn release(&self, key: &Topic, token: &str) -> Result<bool> {
+        self.ensure_open()?;
+        let (_, nodes) = self.claim_set()?;
+        let timeout = self.config().command_timeout.min(NODE_TIMEOUT);
+        let held = futures::future::join_all(nodes.iter().map(|node| async move {
+            match holder(node, key, timeout).await {
+                Ok(Some((job, holder))) if holder == token => Some((Arc::clone(node), job)),
+                _ => None,
+            }
+        }))
+        .await;
+        let ours: Vec<(Arc<Node>, String)> = held.into_iter().flatten().collect();
+        give_back(key, &ours, timeout).await;
+        Ok(!ours.is_empty())
+    }
+}
+
+impl DisqueBackend {
+    /// The claim set's ids and the nodes of it this client knows.
+    fn claim_set(&self) -> Result<(Vec<String>, Vec<Arc<Node>>)> {
+        let table = self.shared.snapshot();
+        let window = membership_window(self.config().refresh_interval);
+        let members = self.shared.claims.current(
+            table.iter().map(|n| n.info.id.as_str()),
+            window,
+            Instant::now(),
+        );
+        if members.is_empty() {
+            return Err(DisqueError::NoNodes.into());
+        }
+        // Members no longer in the table count, but cannot say yes.
+        let nodes: Vec<Arc<Node>> = members
+            .iter()
+            .filter_map(|id| table.iter().find(|n| &n.info.id == id).cloned())
+            .collect();
+        Ok((members, nodes))
     }
 }
 
@@ -393,9 +469,9 @@ async fn vote(
         Ok(value) => as_string(&value),
         Err(e) if e.server_code() == Some("MAXLEN") => {
             return match holder(node, key, timeout).await {
-                Some((job, holder)) if holder == token => Vote::Yes(job),
-                Some((_, holder)) => Vote::Held(Some(holder)),
-                None => Vote::Held(None),
+                Ok(Some((job, holder))) if holder == token => Vote::Yes(job),
+                Ok(Some((_, holder))) => Vote::Held(Some(holder)),
+                _ => Vote::Held(None),
             };
         }
         Err(e) => return Vote::Unknown(e),
@@ -422,17 +498,27 @@ async fn vote(
 
 /// The id and token of the claim job queued on `node` (`QPEEK <key> 1`),
 /// if it can be read.
-async fn holder(node: &Node, key: &Topic, timeout: Duration) -> Option<(String, String)> {
+/// `Err` when the node did not answer, `Ok(None)` when it holds nothing.
+async fn holder(
+    node: &Node,
+    key: &Topic,
+    timeout: Duration,
+) -> std::result::Result<Option<(String, String)>, ()> {
     let mut cmd = redis::cmd("QPEEK");
     cmd.arg(key.as_str()).arg(1);
-    let value = node.query("QPEEK", &cmd, timeout).await.ok()?;
+    let value = node.query("QPEEK", &cmd, timeout).await.map_err(drop)?;
     let redis::Value::Array(jobs) = value else {
-        return None;
+        return Err(());
     };
-    let redis::Value::Array(fields) = jobs.first()? else {
-        return None;
+    let Some(first) = jobs.first() else {
+        return Ok(None);
     };
-    Some((as_string(fields.get(1)?)?, as_string(fields.get(2)?)?))
+    let redis::Value::Array(fields) = first else {
+        return Err(());
+    };
+    let job = fields.get(1).and_then(as_string);
+    let token = fields.get(2).and_then(as_string);
+    Ok(job.zip(token))
 }
 
 /// `DELJOB` of our own claim jobs, concurrently; failures only delay the

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ezmq_core::spi::ExclusiveClaim;
+use ezmq_core::spi::{ClaimOutcome, ExclusiveClaim};
 use ezmq_core::{Headers, Result, Topic};
 use lapin::options::QueueDeclareOptions;
 use lapin::BasicProperties;
@@ -62,6 +62,27 @@ impl ExclusiveClaim for RabbitBackend {
             Ok(()) => Ok(true),
             Err(RabbitError::Nacked { .. }) => Ok(false),
             Err(err) => Err(err.into()),
+        }
+    }
+
+    async fn claim(&self, _key: &Topic, _token: &str, _hold: Duration) -> Result<ClaimOutcome> {
+        Err(self.hold_unsupported())
+    }
+
+    async fn holder(&self, _key: &Topic) -> Result<Option<String>> {
+        Err(self.hold_unsupported())
+    }
+
+    async fn release(&self, _key: &Topic, _token: &str) -> Result<bool> {
+        Err(self.hold_unsupported())
+    }
+}
+
+impl RabbitBackend {
+    fn hold_unsupported(&self) -> ezmq_core::Error {
+        ezmq_core::Error::Unsupported {
+            backend: "rabbitmq",
+            capability: ezmq_core::spi::Capability::ExclusiveClaim,
         }
     }
 }

@@ -389,3 +389,29 @@ return 1
 "#,
     )
 });
+
+/// Takes a claim under a token unless it is held. KEYS: claim key. ARGV:
+/// token, hold ms. Returns false when taken, else the holder's token.
+pub(crate) static CLAIM: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local holder = redis.call('GET', KEYS[1])
+if holder then return holder end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return false
+"#,
+    )
+});
+
+/// Deletes a claim when the token holds it. KEYS: claim key. ARGV: token.
+/// Returns 1 when deleted.
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"#,
+    )
+});

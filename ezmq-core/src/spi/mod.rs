@@ -36,7 +36,7 @@ mod stats;
 
 pub use backend::Backend;
 pub use capability::{Capabilities, Capability};
-pub use claim::ExclusiveClaim;
+pub use claim::{ClaimOutcome, ExclusiveClaim, MAX_CLAIM_HOLD};
 pub use delivery::{Delivery, DeliveryHandle, Settle};
 pub use failure_text::{error_chain, panic_message};
 pub use fan_out::{FanOut, GroupInfo, GroupMembership};

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ezmq_core::spi::{ExclusiveClaim, Peek, QueueStats, Source};
+use ezmq_core::spi::{ClaimOutcome, ExclusiveClaim, Peek, QueueStats, Source};
 use ezmq_core::{Job, Result, Topic};
 use tokio::time::Instant;
 
@@ -57,15 +57,47 @@ impl Peek for MemoryBackend {
 #[async_trait]
 impl ExclusiveClaim for MemoryBackend {
     async fn try_claim(&self, key: &Topic, hold: Duration) -> Result<bool> {
+        let token = ezmq_core::JobId::generate();
+        let token = token.as_str();
+        Ok(self.claim(key, token, hold).await? == ClaimOutcome::Won)
+    }
+
+    async fn claim(&self, key: &Topic, token: &str, hold: Duration) -> Result<ClaimOutcome> {
         self.ensure_open()?;
         let now = Instant::now();
         let mut state = self.state();
-        let held = state.claims.get(key).is_some_and(|until| *until > now);
-        if held {
-            return Ok(false);
+        state.claims.retain(|_, (until, _)| *until > now);
+        if let Some((_, holder)) = state.claims.get(key) {
+            return Ok(ClaimOutcome::Held(Some(holder.clone())));
         }
-        state.claims.retain(|_, until| *until > now);
-        state.claims.insert(key.clone(), now + hold);
-        Ok(true)
+        state
+            .claims
+            .insert(key.clone(), (now + hold, token.to_owned()));
+        Ok(ClaimOutcome::Won)
+    }
+
+    async fn holder(&self, key: &Topic) -> Result<Option<String>> {
+        self.ensure_open()?;
+        let now = Instant::now();
+        let state = self.state();
+        Ok(state
+            .claims
+            .get(key)
+            .filter(|(until, _)| *until > now)
+            .map(|(_, token)| token.clone()))
+    }
+
+    async fn release(&self, key: &Topic, token: &str) -> Result<bool> {
+        self.ensure_open()?;
+        let now = Instant::now();
+        let mut state = self.state();
+        let held = state
+            .claims
+            .get(key)
+            .is_some_and(|(until, holder)| *until > now && holder == token);
+        if held {
+            state.claims.remove(key);
+        }
+        Ok(held)
     }
 }

@@ -19,8 +19,8 @@ pub(super) struct State {
     queues: HashMap<Source, Queue>,
     /// Consumer groups by fan-out topic, then by group name.
     pub(super) groups: HashMap<Topic, BTreeMap<Topic, Group>>,
-    /// Exclusive claims: key to the end of its hold.
-    pub(super) claims: HashMap<Topic, Instant>,
+    /// Exclusive claims: key to the end of its hold and its holder's token.
+    pub(super) claims: HashMap<Topic, (Instant, String)>,
     /// Message ids pushed recently: (topic, id) to the end of its window.
     seen: HashMap<(Topic, String), (Instant, JobId)>,
     /// The same entries by (window end, sequence number), to forget them.
