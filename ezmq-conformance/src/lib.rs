@@ -73,6 +73,8 @@ pub const CASES: &[&str] = &[
     "job_store_sees_ready_and_retrying_jobs",
     "cancel_never_races_delivery",
     "reschedule_moves_a_due_time",
+    "unique_key_admits_one_job",
+    "pause_stops_every_listener_of_a_topic",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -112,6 +114,8 @@ macro_rules! behaviour_suite {
             job_store_sees_ready_and_retrying_jobs,
             cancel_never_races_delivery,
             reschedule_moves_a_due_time,
+            unique_key_admits_one_job,
+            pause_stops_every_listener_of_a_topic,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

@@ -5,12 +5,14 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
 use crate::job::{Job, JobId};
+use crate::listener::topic_pause;
 use crate::listener::ListenerHandle;
 use crate::spi::{
     Cancelled, Capabilities, Capability, Delivery, DeliveryHandle, GroupInfo, JobInfo, JobState,
     JobStore, Runtime, Source,
 };
 use crate::topic::Topic;
+use crate::unique;
 
 /// Inspection and maintenance, the same on every backend: what the ezmq
 /// command line (and a dashboard, an ops script) builds on. Get one from
@@ -116,9 +118,22 @@ impl<'a> Admin<'a> {
     }
 
     /// Removes job `id` of `topic` unless it is running
-    /// ([`Capability::JobStore`]).
+    /// ([`Capability::JobStore`]). A removed unique job gives its key back.
     pub async fn cancel_job(&self, topic: &Topic, id: &JobId) -> Result<Cancelled> {
-        self.job_store()?.cancel(topic, id).await
+        let store = self.job_store()?;
+        let backend = &**self.runtime.backend();
+        let unique = match backend.exclusive_claim() {
+            Some(_) => store
+                .job(topic, id)
+                .await?
+                .and_then(|info| unique::settled_key(&info.job)),
+            None => None,
+        };
+        let cancelled = store.cancel(topic, id).await?;
+        if let (Cancelled::Removed, Some(key)) = (cancelled, unique) {
+            unique::release(backend, &key, id).await;
+        }
+        Ok(cancelled)
     }
 
     /// Makes a scheduled or retrying job ready now
@@ -159,6 +174,41 @@ impl<'a> Admin<'a> {
     /// delivered before `at`.
     pub async fn reschedule_job(&self, topic: &Topic, id: &JobId, at: SystemTime) -> Result<bool> {
         self.job_store()?.reschedule(topic, id, at).await
+    }
+
+    /// Pauses `topic` in every process ([`Capability::ExclusiveClaim`]):
+    /// within a second every listener of it stops taking jobs (running
+    /// handlers finish and are settled as usual; jobs a backend holds
+    /// prefetched go back to the broker), and a listener started while it
+    /// is paused stays idle. Pushes are still accepted. The pause lasts
+    /// until [`Admin::resume`], at most 30 days. True when the topic was
+    /// not paused yet.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: &dyn ezmq_core::MqClient) -> ezmq_core::Result<()> {
+    /// use ezmq_core::Topic;
+    ///
+    /// let mail = Topic::new("mail")?;
+    /// client.admin().pause(&mail).await?;
+    /// assert!(client.admin().is_paused(&mail).await?);
+    /// // ...maintenance...
+    /// client.admin().resume(&mail).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn pause(&self, topic: &Topic) -> Result<bool> {
+        topic_pause::pause(self.runtime.exclusive_claim()?, topic).await
+    }
+
+    /// Resumes a paused `topic` in every process
+    /// ([`Capability::ExclusiveClaim`]): its listeners fetch again within
+    /// a second. True when it was paused.
+    pub async fn resume(&self, topic: &Topic) -> Result<bool> {
+        topic_pause::resume(self.runtime.exclusive_claim()?, topic).await
+    }
+
+    /// True while `topic` is paused ([`Admin::pause`]).
+    pub async fn is_paused(&self, topic: &Topic) -> Result<bool> {
+        topic_pause::is_paused(self.runtime.exclusive_claim()?, topic).await
     }
 
     fn job_store(&self) -> Result<&'a dyn JobStore> {

@@ -154,6 +154,21 @@ pub enum Error {
         source: Box<Error>,
     },
 
+    /// A push with a unique key
+    /// ([`PushOptions::with_unique_key`](crate::PushOptions::with_unique_key))
+    /// stored nothing: a job with that key is scheduled, waiting or
+    /// running (or the key's ttl has not ended). Not retryable: the same
+    /// push is a duplicate again.
+    #[error("duplicate push to topic {topic:?}: a job with unique key {key:?} exists{}", existing_text(existing.as_ref()))]
+    Duplicate {
+        /// The push's topic.
+        topic: String,
+        /// The unique key.
+        key: String,
+        /// The id of the job that holds the key, when the broker tells it.
+        existing: Option<crate::job::JobId>,
+    },
+
     /// A remote handler (request-reply) answered with an error.
     #[error("remote handler failed: {message}")]
     Remote {
@@ -252,6 +267,10 @@ impl ConnectFailure {
 /// what the kind cannot ([`ConnectFailure::WrongProtocol`],
 /// [`ConnectFailure::UnknownDatabase`], [`ConnectFailure::Other`]);
 /// elsewhere it is in the source chain, so `{:#}` prints it once.
+fn existing_text(existing: Option<&crate::job::JobId>) -> String {
+    existing.map_or_else(String::new, |id| format!(" (job {id})"))
+}
+
 fn connect_message(failure: ConnectFailure, source: &BoxError) -> String {
     match failure {
         ConnectFailure::Refused => {
@@ -369,6 +388,36 @@ impl Error {
     /// ```
     pub fn is_outcome_unknown(&self) -> bool {
         matches!(self, Error::OutcomeUnknown { .. })
+    }
+
+    /// The id of the job already holding the key, for
+    /// [`Error::Duplicate`].
+    ///
+    /// ```
+    /// use ezmq_core::{Error, JobId};
+    ///
+    /// let err = Error::Duplicate {
+    ///     topic: "mail".into(),
+    ///     key: "welcome:42".into(),
+    ///     existing: Some(JobId::new("j-1")),
+    /// };
+    /// assert_eq!(err.duplicate_of().map(JobId::as_str), Some("j-1"));
+    /// assert!(!err.is_retryable());
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "duplicate push to topic \"mail\": a job with unique key \"welcome:42\" exists (job j-1)"
+    /// );
+    /// ```
+    pub fn duplicate_of(&self) -> Option<&crate::job::JobId> {
+        match self {
+            Error::Duplicate { existing, .. } => existing.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// True for [`Error::Duplicate`].
+    pub fn is_duplicate(&self) -> bool {
+        matches!(self, Error::Duplicate { .. })
     }
 
     /// True when no broker could be reached.

@@ -15,6 +15,8 @@
 //! | `ezmq-run-at` | ms since the Unix epoch | the push has a delay |
 //! | `ezmq-max-attempts` | attempts, at least 1 | [`PushOptions::with_max_attempts`] |
 //! | `ezmq-backoff` | `<initial ms>,<max ms>` | [`PushOptions::with_backoff`] |
+//! | `ezmq-unique-key` | the unique key | [`PushOptions::with_unique_key`] |
+//! | `ezmq-unique-release` | `ttl` | the key is kept until its ttl ([`UniqueKey::until_ttl`](crate::UniqueKey::until_ttl)) |
 //!
 //! A job pushed by another client (a raw Disque `ADDJOB`, say) has none of
 //! them: its id is the broker's, and the listener's policy applies.
@@ -132,6 +134,9 @@ impl JobMeta {
             options
                 .headers
                 .insert(RUN_AT_HEADER, millis(at).to_string());
+        }
+        if let Some(unique) = &options.unique {
+            unique.stamp(&mut options.headers);
         }
         if let Some(max) = options.max_attempts {
             options.headers.insert(MAX_ATTEMPTS_HEADER, max.to_string());

@@ -69,6 +69,7 @@ mod push_options;
 pub mod spi;
 pub mod telemetry;
 mod topic;
+pub mod unique;
 
 pub use admin::Admin;
 pub use client::{Client, ClientConfig};
@@ -85,6 +86,7 @@ pub use listener_builder::ListenerBuilder;
 pub use mq_client::MqClient;
 pub use push_options::PushOptions;
 pub use topic::{Topic, INTERNAL_PREFIX, INTERNAL_SEPARATOR, MAX_TOPIC_LEN};
+pub use unique::UniqueKey;
 
 pub use async_trait::async_trait;
 pub use bytes::Bytes;

@@ -7,22 +7,25 @@
 //!    ([`Runtime::check_push`](crate::spi::Runtime::check_push));
 //! 2. **stamp**: the job's id and [`JobMeta`] headers
 //!    ([`JobMeta::stamp`]);
-//! 3. **trace context, `send` span, metrics** ([`telemetry`]);
-//! 4. **the backend**: [`Backend::publish`], [`Backend::publish_batch`] or
+//! 3. **unique key**: a push with one claims it under its id
+//!    ([`unique`](crate::unique)); a duplicate stops here;
+//! 4. **trace context, `send` span, metrics** ([`telemetry`]);
+//! 5. **the backend**: [`Backend::publish`], [`Backend::publish_batch`] or
 //!    [`FanOut::publish_to_groups`].
 //!
-//! What later features add to every push (unique keys, priorities) goes
-//! between 2 and 3, once, here.
+//! What later features add to every push (priorities) goes between 2 and
+//! 4, once, here.
 
 use bytes::Bytes;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job::JobId;
 use crate::job_meta::JobMeta;
 use crate::push_options::PushOptions;
 use crate::spi::{Backend, FanOut};
 use crate::telemetry::{self, Telemetry};
 use crate::topic::Topic;
+use crate::unique;
 
 /// Stamps and publishes one validated push; the job's id.
 pub(crate) async fn publish(
@@ -33,8 +36,18 @@ pub(crate) async fn publish(
     mut options: PushOptions,
 ) -> Result<JobId> {
     let id = JobMeta::stamp(&mut options);
-    telemetry::publish(telemetry, backend, topic, body, &options, &id).await?;
-    Ok(id)
+    let held = match &options.unique {
+        Some(unique) => Some(unique::claim(backend, topic, unique, &id).await?),
+        None => None,
+    };
+    let sent = telemetry::publish(telemetry, backend, topic, body, &options, &id).await;
+    if let (Err(err), Some(held)) = (&sent, held) {
+        // Refused: no job holds the key. Unknown: the job may be stored.
+        if !err.is_outcome_unknown() {
+            held.give_back(backend).await;
+        }
+    }
+    sent.map(|()| id)
 }
 
 /// Stamps and publishes a validated batch; each job's id or error, in
@@ -46,18 +59,77 @@ pub(crate) async fn publish_batch(
     jobs: Vec<(Bytes, PushOptions)>,
 ) -> Vec<Result<JobId>> {
     let mut ids = Vec::with_capacity(jobs.len());
-    let stamped = jobs
+    let stamped: Vec<(Bytes, PushOptions)> = jobs
         .into_iter()
         .map(|(body, mut options)| {
             ids.push(JobMeta::stamp(&mut options));
             (body, options)
         })
         .collect();
-    let sent = telemetry::publish_batch(telemetry, backend, topic, stamped).await;
-    ids.into_iter()
-        .zip(sent)
-        .map(|(id, sent)| sent.map(|_| id))
-        .collect()
+    if stamped.iter().all(|(_, options)| options.unique.is_none()) {
+        let sent = telemetry::publish_batch(telemetry, backend, topic, stamped).await;
+        return ids
+            .into_iter()
+            .zip(sent)
+            .map(|(id, sent)| sent.map(|_| id))
+            .collect();
+    }
+    publish_unique_batch(telemetry, backend, topic, ids, stamped).await
+}
+
+/// A batch with unique keys: the keys are claimed together, the jobs that
+/// won theirs (and those without a key) are sent as one batch, and the
+/// keys of jobs the broker refused are given back.
+async fn publish_unique_batch(
+    telemetry: &Telemetry,
+    backend: &dyn Backend,
+    topic: &Topic,
+    ids: Vec<JobId>,
+    stamped: Vec<(Bytes, PushOptions)>,
+) -> Vec<Result<JobId>> {
+    let claims = stamped
+        .iter()
+        .zip(&ids)
+        .map(|((_, options), id)| async move {
+            match &options.unique {
+                Some(unique) => unique::claim(backend, topic, unique, id).await.map(Some),
+                None => Ok(None),
+            }
+        });
+    let claimed = futures::future::join_all(claims).await;
+    let sending = stamped
+        .into_iter()
+        .zip(&claimed)
+        .filter(|(_, claim)| claim.is_ok())
+        .map(|(job, _)| job)
+        .collect();
+    let mut sent = telemetry::publish_batch(telemetry, backend, topic, sending)
+        .await
+        .into_iter();
+    let mut results = Vec::with_capacity(ids.len());
+    for (id, claim) in ids.into_iter().zip(claimed) {
+        let key = match claim {
+            Ok(key) => key,
+            Err(err) => {
+                results.push(Err(err));
+                continue;
+            }
+        };
+        // One answer per job sent (the backend's contract).
+        let outcome = sent.next().unwrap_or_else(|| {
+            Err(Error::backend(
+                "the backend answered fewer jobs than it was sent",
+                false,
+            ))
+        });
+        if let (Err(err), Some(key)) = (&outcome, key) {
+            if !err.is_outcome_unknown() {
+                key.give_back(backend).await;
+            }
+        }
+        results.push(outcome.map(|_| id));
+    }
+    results
 }
 
 /// Stamps and broadcasts a validated push to every group of `topic`: the
@@ -71,6 +143,12 @@ pub(crate) async fn publish_to_groups(
     body: Bytes,
     mut options: PushOptions,
 ) -> Result<Option<usize>> {
+    if options.unique.is_some() {
+        return Err(Error::invalid_option(
+            "unique_key",
+            "a broadcast cannot be unique: unique keys are for queued jobs",
+        ));
+    }
     let id = JobMeta::stamp(&mut options);
     telemetry::publish_to_groups(telemetry, system, fan_out, topic, body, &options, &id).await
 }

@@ -9,6 +9,7 @@ use crate::consume_options::Backoff;
 use crate::error::{Error, Result};
 use crate::headers::{Headers, RESERVED_HEADER_PREFIX};
 use crate::job::JobId;
+use crate::unique::UniqueKey;
 
 /// Options of one push, the same on every backend. Options only one broker
 /// has (Disque's replication factor, say) go in a typed backend extension
@@ -53,6 +54,9 @@ pub struct PushOptions {
     pub max_attempts: Option<u32>,
     /// The job's own retry backoff, instead of the listener's.
     pub backoff: Option<Backoff>,
+    /// The job's unique key: while a job with it exists, another push
+    /// with it stores nothing ([`PushOptions::with_unique_key`]).
+    pub unique: Option<UniqueKey>,
     /// An existing job's id to keep (a requeue): the job keeps it, without
     /// deduplication.
     job_id: Option<String>,
@@ -68,6 +72,7 @@ impl fmt::Debug for PushOptions {
             .field("message_id", &self.message_id)
             .field("max_attempts", &self.max_attempts)
             .field("backoff", &self.backoff)
+            .field("unique", &self.unique)
             .field("job_id", &self.job_id)
             .field("backend_options", &self.backend.is_some())
             .finish()
@@ -138,6 +143,41 @@ impl PushOptions {
         self
     }
 
+    /// Makes the job unique by `key` for at most `ttl`: while a job of this
+    /// topic with the key is scheduled, waiting or running, another push
+    /// with it stores nothing and fails with
+    /// [`Error::Duplicate`] carrying the first job's id
+    /// ([`Error::duplicate_of`]). The key is given back when the job is
+    /// settled (acknowledged, dead-lettered or dropped), or when `ttl`
+    /// ends, whichever comes first; [`PushOptions::with_unique`] with
+    /// [`UniqueKey::until_ttl`] keeps it for the whole ttl. Needs
+    /// [`Capability::ExclusiveClaim`](crate::spi::Capability::ExclusiveClaim).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: &dyn ezmq_core::MqClient) -> ezmq_core::Result<()> {
+    /// use std::time::Duration;
+    /// use ezmq_core::{Error, PushOptions};
+    ///
+    /// let once = || PushOptions::new().with_unique_key("welcome:user-42", Duration::from_secs(3600));
+    /// let first = client.push_with("mail", "hi".into(), once()).await?;
+    /// match client.push_with("mail", "hi".into(), once()).await {
+    ///     Err(Error::Duplicate { existing, .. }) => assert_eq!(existing, Some(first)),
+    ///     other => panic!("{other:?}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_unique_key(self, key: impl Into<String>, ttl: Duration) -> Self {
+        self.with_unique(UniqueKey::new(key, ttl))
+    }
+
+    /// Sets [`PushOptions::unique`].
+    #[must_use]
+    pub fn with_unique(mut self, unique: UniqueKey) -> Self {
+        self.unique = Some(unique);
+        self
+    }
+
     /// Keeps an existing job's id (to push a dead letter back, say). Unlike
     /// [`PushOptions::with_message_id`] it is never deduplicated.
     #[must_use]
@@ -203,6 +243,9 @@ impl PushOptions {
         }
         if let Some(backoff) = &self.backoff {
             backoff.validate()?;
+        }
+        if let Some(unique) = &self.unique {
+            unique.validate()?;
         }
         for (name, _) in self.headers.iter() {
             if name.is_empty() {

@@ -13,6 +13,8 @@ mod job_control;
 mod job_model;
 mod lifecycle;
 mod timing;
+mod topic_pause;
+mod unique_jobs;
 
 #[cfg(feature = "features")]
 mod broadcast;
@@ -40,6 +42,8 @@ pub use job_model::{
 };
 pub use lifecycle::{graceful_shutdown_loses_nothing, resumes_after_broker_restart};
 pub use timing::{delayed_delivery_never_early, long_handler_gets_no_duplicate};
+pub use topic_pause::pause_stops_every_listener_of_a_topic;
+pub use unique_jobs::unique_key_admits_one_job;
 
 #[cfg(feature = "features")]
 pub use broadcast::broadcast_groups;

@@ -24,6 +24,9 @@
 //! A failed batch is retried one by one; a job whose ACK fails again is
 //! logged and left to redelivery when its lease ends (at-least-once: nothing is
 //! ever ACKed that did not succeed).
+//!
+//! Once a unique job is acknowledged, the acker gives its key back
+//! ([`unique`](crate::unique)); jobs without a key cost one header lookup.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 use crate::job::{Job, JobId};
 use crate::spi::{Backend, DeliveryHandle};
 use crate::topic::Topic;
+use crate::unique;
 
 /// Most ids in one `ack_many` call. Bounds the command size; a listener
 /// rarely has more than its concurrency waiting.
@@ -47,6 +51,8 @@ struct Pending {
     slot: OwnedSemaphorePermit,
     id: JobId,
     attempt: u32,
+    /// The unique key claim to give back once acknowledged.
+    unique: Option<Topic>,
 }
 
 /// Hands processed jobs to the listener's acker task.
@@ -54,6 +60,8 @@ struct Pending {
 pub(crate) struct Acker {
     tx: mpsc::UnboundedSender<Pending>,
     holds: Arc<Holds>,
+    /// For the fallback ACK and its unique key.
+    backend: Arc<dyn Backend>,
 }
 
 /// The receiving end, consumed by [`run`].
@@ -88,13 +96,14 @@ impl Drop for Hold {
 }
 
 /// A connected [`Acker`] and [`AckQueue`] for a listener on `topic`.
-pub(crate) fn channel(topic: Topic) -> (Acker, AckQueue) {
+pub(crate) fn channel(topic: Topic, backend: Arc<dyn Backend>) -> (Acker, AckQueue) {
     let (tx, rx) = mpsc::unbounded_channel();
     let holds = Arc::new(Holds::default());
     (
         Acker {
             tx,
             holds: Arc::clone(&holds),
+            backend,
         },
         AckQueue { rx, holds, topic },
     )
@@ -121,9 +130,14 @@ impl Acker {
             slot,
             id: job.id().clone(),
             attempt: job.attempt(),
+            unique: unique::settled_key(job),
         };
         if let Err(mpsc::error::SendError(pending)) = self.tx.send(pending) {
-            ack_one(job.topic(), &pending.handle, &pending.id, pending.attempt).await;
+            if ack_one(job.topic(), &pending.handle, &pending.id, pending.attempt).await {
+                if let Some(key) = &pending.unique {
+                    unique::release(&*self.backend, key, &pending.id).await;
+                }
+            }
         }
     }
 }
@@ -180,6 +194,9 @@ struct Batch {
     slots: Vec<OwnedSemaphorePermit>,
     /// Each handle's job id and attempt.
     jobs: Vec<(JobId, u32)>,
+    /// Unique keys to give back once their job is acknowledged: the
+    /// handle's index and the key's claim.
+    unique: Vec<(usize, Topic)>,
 }
 
 impl Batch {
@@ -189,10 +206,14 @@ impl Batch {
             handles: Vec::new(),
             slots: Vec::new(),
             jobs: Vec::new(),
+            unique: Vec::new(),
         }
     }
 
     fn push(&mut self, pending: Pending) {
+        if let Some(key) = pending.unique {
+            self.unique.push((self.handles.len(), key));
+        }
         self.handles.push(pending.handle);
         self.slots.push(pending.slot);
         self.jobs.push((pending.id, pending.attempt));
@@ -205,6 +226,14 @@ impl Batch {
             return;
         }
         self.slots.clear();
+        let mut acked = vec![
+            true;
+            if self.unique.is_empty() {
+                0
+            } else {
+                self.handles.len()
+            }
+        ];
         if let Err(err) = backend.ack_batch(&self.handles).await {
             tracing::warn!(
                 topic = %self.topic,
@@ -212,8 +241,16 @@ impl Batch {
                 jobs = self.handles.len(),
                 "batch ACK failed; acknowledging the jobs one by one"
             );
-            for (handle, (id, attempt)) in self.handles.iter().zip(&self.jobs) {
-                ack_one(&self.topic, handle, id, *attempt).await;
+            for (i, (handle, (id, attempt))) in self.handles.iter().zip(&self.jobs).enumerate() {
+                let ok = ack_one(&self.topic, handle, id, *attempt).await;
+                if let Some(acked) = acked.get_mut(i) {
+                    *acked = ok;
+                }
+            }
+        }
+        for (i, key) in self.unique.drain(..) {
+            if acked.get(i).copied().unwrap_or(false) {
+                unique::release(backend, &key, &self.jobs[i].0).await;
             }
         }
         self.handles.clear();
@@ -221,10 +258,11 @@ impl Batch {
     }
 }
 
-/// ACKs one job. A failure is a warning: the job is not lost, the broker
-/// redelivers it (and the next attempt runs it again).
-async fn ack_one(topic: &Topic, handle: &DeliveryHandle, id: &JobId, attempt: u32) {
-    if let Err(err) = handle.ack().await {
+/// ACKs one job; true when it was. A failure is a warning: the job is not
+/// lost, the broker redelivers it (and the next attempt runs it again).
+async fn ack_one(topic: &Topic, handle: &DeliveryHandle, id: &JobId, attempt: u32) -> bool {
+    let acked = handle.ack().await;
+    if let Err(err) = &acked {
         tracing::warn!(
             topic = %topic,
             message_id = %id,
@@ -233,4 +271,5 @@ async fn ack_one(topic: &Topic, handle: &DeliveryHandle, id: &JobId, attempt: u3
             "ACK failed; the broker redelivers the job when its lease ends"
         );
     }
+    acked.is_ok()
 }

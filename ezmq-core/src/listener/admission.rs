@@ -2,9 +2,11 @@
 //!
 //! Every fetch asks it first. Today it is made of
 //!
-//! 1. the listener's **pause** ([`ListenerHandle::pause`](crate::ListenerHandle::pause)):
-//!    while paused nothing is admitted, and the backend is told once so it
-//!    gives back what it holds prefetched
+//! 1. the listener's **pause** ([`ListenerHandle::pause`](crate::ListenerHandle::pause))
+//!    and its topic's, cluster-wide ([`Admin::pause`](crate::Admin::pause),
+//!    see [`topic_pause`](super::topic_pause)): while paused nothing is
+//!    admitted, and the backend is told once so it gives back what it
+//!    holds prefetched
 //!    ([`Backend::pause_receiving`](crate::spi::Backend::pause_receiving));
 //! 2. the **local concurrency limit**: one slot per running job
 //!    ([`ConsumeOptions::concurrency`](crate::ConsumeOptions::concurrency)).

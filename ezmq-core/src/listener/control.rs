@@ -26,8 +26,23 @@ pub(crate) struct Control {
     done: CancellationToken,
     /// Handlers running right now.
     in_flight: AtomicUsize,
-    /// True while paused ([`Control::set_paused`]).
-    paused: tokio::sync::watch::Sender<bool>,
+    /// Paused here ([`Control::set_paused`]) and cluster-wide
+    /// ([`Control::set_topic_paused`]).
+    paused: tokio::sync::watch::Sender<Paused>,
+}
+
+/// Why a listener does not fetch: its handle paused it, or its topic is
+/// paused cluster-wide.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Paused {
+    here: bool,
+    topic: bool,
+}
+
+impl Paused {
+    fn any(self) -> bool {
+        self.here || self.topic
+    }
 }
 
 impl Control {
@@ -38,7 +53,7 @@ impl Control {
             deadline: Mutex::new(None),
             done: CancellationToken::new(),
             in_flight: AtomicUsize::new(0),
-            paused: tokio::sync::watch::Sender::new(false),
+            paused: tokio::sync::watch::Sender::new(Paused::default()),
         }
     }
 
@@ -99,21 +114,37 @@ impl Control {
         self.done.clone().drop_guard()
     }
 
-    /// Pauses (`true`) or resumes the fetch loop.
+    /// Pauses (`true`) or resumes the fetch loop, from the listener's
+    /// handle.
     pub(crate) fn set_paused(&self, paused: bool) {
-        self.paused.send_replace(paused);
+        self.paused.send_modify(|p| p.here = paused);
     }
 
-    /// True while paused.
+    /// Records whether the topic is paused cluster-wide.
+    pub(crate) fn set_topic_paused(&self, paused: bool) {
+        self.paused.send_if_modified(|p| {
+            let changed = p.topic != paused;
+            p.topic = paused;
+            changed
+        });
+    }
+
+    /// True while paused, here or cluster-wide.
     pub(crate) fn is_paused(&self) -> bool {
-        *self.paused.borrow()
+        self.paused.borrow().any()
     }
 
-    /// Completes once the listener is not paused.
+    /// True while the topic is paused cluster-wide.
+    pub(crate) fn is_topic_paused(&self) -> bool {
+        self.paused.borrow().topic
+    }
+
+    /// Completes once the listener is paused neither here nor
+    /// cluster-wide.
     pub(crate) async fn resumed(&self) {
         let mut paused = self.paused.subscribe();
         // The sender lives as long as `self`: `wait_for` cannot fail here.
-        let _ = paused.wait_for(|paused| !*paused).await;
+        let _ = paused.wait_for(|paused| !paused.any()).await;
     }
 
     pub(crate) fn in_flight(&self) -> usize {

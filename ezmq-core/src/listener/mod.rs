@@ -38,6 +38,7 @@ mod execution;
 mod heartbeat;
 mod registry;
 mod run_loop;
+pub(crate) mod topic_pause;
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -109,14 +110,24 @@ impl ListenerHandle {
         self.control.set_paused(true);
     }
 
-    /// Resumes a paused listener: it fetches again at once.
+    /// Resumes a listener paused by [`ListenerHandle::pause`]: it fetches
+    /// again at once (unless its topic is paused cluster-wide).
     pub fn resume(&self) {
         self.control.set_paused(false);
     }
 
-    /// True while the listener is paused.
+    /// True while the listener is paused: by [`ListenerHandle::pause`], or
+    /// because its topic is paused cluster-wide
+    /// ([`Admin::pause`](crate::Admin::pause)).
     pub fn is_paused(&self) -> bool {
         self.control.is_paused()
+    }
+
+    /// True while the listener's topic is paused cluster-wide
+    /// ([`Admin::pause`](crate::Admin::pause)), as this listener last
+    /// saw it (it looks every half second).
+    pub fn is_topic_paused(&self) -> bool {
+        self.control.is_topic_paused()
     }
 
     /// True once the listener has stopped and every one of its jobs has been
@@ -180,8 +191,8 @@ pub(crate) fn start(
 ) -> Result<ListenerHandle> {
     let dead_letter = dead_letter::resolve_topic(&source, &options.dead_letter)?;
     let control = Arc::new(Control::new(source.clone(), runtime.shutdown_token()));
-    let (acker, ack_queue) = acker::channel(source.topic().clone());
     let backend = Arc::clone(runtime.backend());
+    let (acker, ack_queue) = acker::channel(source.topic().clone(), Arc::clone(&backend));
     let heartbeats = backend
         .capabilities()
         .has(Capability::LeaseExtension)

@@ -18,7 +18,7 @@ use crate::topic::Topic;
 
 use super::acker::{self, AckQueue};
 use super::backoff::FetchBackoff;
-use super::{admission, depth, execution, Ctx};
+use super::{admission, depth, execution, topic_pause, Ctx};
 
 /// Runs the listener: starts its acker and heartbeat ticker, fetches until
 /// stopped, then waits for its jobs to be ACKed or given back.
@@ -41,6 +41,11 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
     let sampler = ctx.options.queue_depth_every.map(|every| {
         tokio::spawn(depth::run(Arc::clone(&ctx), every, wind_down.clone()).in_current_span())
     });
+    // Before the first fetch: a listener started while its topic is paused
+    // stays idle.
+    let pause_watch = topic_pause::first_look(&ctx).await.then(|| {
+        tokio::spawn(topic_pause::watch(Arc::clone(&ctx), wind_down.clone()).in_current_span())
+    });
     // Also stops them should this task be dropped half-way.
     let wind_down_guard = wind_down.drop_guard();
     fetch_until_stopped(&ctx).await;
@@ -56,6 +61,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
     join(topic, "acker", Some(acker)).await;
     join(topic, "lease extender", ticker).await;
     join(topic, "queue depth sampler", sampler).await;
+    join(topic, "pause watch", pause_watch).await;
     tracing::debug!("listener stopped");
 }
 

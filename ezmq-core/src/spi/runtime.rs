@@ -205,6 +205,9 @@ impl Runtime {
         if options.delay.is_some_and(|d| !d.is_zero()) {
             self.require(Capability::DelayedDelivery)?;
         }
+        if options.unique.is_some() {
+            self.require(Capability::ExclusiveClaim)?;
+        }
         Ok(())
     }
 

@@ -114,6 +114,7 @@ pub fn error_type(err: &Error) -> &'static str {
         Error::Shutdown => "shutdown",
         Error::Unsupported { .. } => "unsupported",
         Error::BatchRejected { .. } => "batch_rejected",
+        Error::Duplicate { .. } => "duplicate",
         Error::Remote { .. } => "remote",
     }
 }
