@@ -62,6 +62,11 @@ pub(crate) enum Command {
     Cancel(JobArgs),
     /// Makes a scheduled or retrying job due now.
     Promote(JobArgs),
+    /// Pauses a topic in every process: its listeners stop taking jobs
+    /// within a second (running ones finish); pushes are still accepted.
+    Pause(TopicArgs),
+    /// Resumes a paused topic.
+    Resume(TopicArgs),
     /// Runs the embedded Disque-compatible server (the flags of
     /// `ezmq-disque-server`).
     Serve(ServeArgs),
@@ -89,6 +94,13 @@ pub(crate) struct ScheduledArgs {
     /// At most this many jobs.
     #[arg(short = 'n', long = "count", default_value_t = 50)]
     pub(crate) count: usize,
+}
+
+/// `ezmq pause` and `ezmq resume`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TopicArgs {
+    /// The topic.
+    pub(crate) topic: String,
 }
 
 /// `ezmq cancel` and `ezmq promote`.

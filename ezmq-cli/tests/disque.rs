@@ -73,3 +73,9 @@ async fn scheduled_cancel_promote() {
     let broker = TestBroker::start().await;
     cases::scheduled_cancel_promote(&disque_url(&broker), CAPS).await;
 }
+
+#[tokio::test]
+async fn pause_resume() {
+    let broker = TestBroker::start().await;
+    cases::pause_resume(&disque_url(&broker)).await;
+}

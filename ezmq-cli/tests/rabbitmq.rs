@@ -101,3 +101,11 @@ async fn scheduled_cancel_promote() {
     };
     cases::scheduled_cancel_promote(&url, CAPS).await;
 }
+
+#[tokio::test]
+async fn pause_resume() {
+    let Some(url) = support::rabbitmq().await else {
+        return;
+    };
+    cases::pause_resume(&url).await;
+}

@@ -66,3 +66,11 @@ async fn scheduled_cancel_promote() {
     };
     cases::scheduled_cancel_promote(&url, CAPS).await;
 }
+
+#[tokio::test]
+async fn pause_resume() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::pause_resume(&url).await;
+}

@@ -4,6 +4,7 @@ mod cron;
 mod dead_letters;
 mod groups;
 mod jobs;
+mod pause;
 mod peek;
 mod push;
 pub(crate) mod serve;
@@ -33,6 +34,8 @@ pub(crate) async fn run(cli: Cli) -> CliResult<()> {
         Command::Scheduled(args) => jobs::scheduled(&client, args, json).await,
         Command::Cancel(args) => jobs::cancel(&client, args, json).await,
         Command::Promote(args) => jobs::promote(&client, args, json).await,
+        Command::Pause(args) => pause::run(&client, args, true, json).await,
+        Command::Resume(args) => pause::run(&client, args, false, json).await,
         Command::Serve(_) => Ok(()),
     };
     close(&client).await;

@@ -25,6 +25,9 @@ struct TopicStats {
     in_flight: Option<u64>,
     /// Waiting in `<topic>.dead-letter`.
     dead_letters: u64,
+    /// Paused cluster-wide (`ezmq pause`); `null` when the broker cannot
+    /// pause topics.
+    paused: Option<bool>,
 }
 
 /// Runs `ezmq stats`.
@@ -66,11 +69,12 @@ async fn collect(client: &Client, topics: &[(Topic, Topic)]) -> CliResult<Vec<To
 }
 
 async fn read(admin: Admin<'_>, topic: &Topic, dead: &Topic) -> CliResult<TopicStats> {
-    let (waiting, scheduled, in_flight, dead_letters) = tokio::try_join!(
+    let (waiting, scheduled, in_flight, dead_letters, paused) = tokio::try_join!(
         admin.queue_len(topic),
         scheduled(admin, topic),
         admin.in_flight(topic),
         admin.queue_len(dead),
+        paused(admin, topic),
     )
     .context(|| format!("reading the stats of {topic:?}"))?;
     Ok(TopicStats {
@@ -79,7 +83,16 @@ async fn read(admin: Admin<'_>, topic: &Topic, dead: &Topic) -> CliResult<TopicS
         scheduled,
         in_flight,
         dead_letters,
+        paused,
     })
+}
+
+/// Whether the topic is paused, where the backend can pause topics.
+async fn paused(admin: Admin<'_>, topic: &Topic) -> ezmq::Result<Option<bool>> {
+    if !admin.capabilities().has(Capability::ExclusiveClaim) {
+        return Ok(None);
+    }
+    admin.is_paused(topic).await.map(Some)
 }
 
 /// Scheduled plus retrying jobs, where the backend has a job store.
@@ -91,7 +104,14 @@ async fn scheduled(admin: Admin<'_>, topic: &Topic) -> ezmq::Result<Option<u64>>
 }
 
 fn render(stats: &[TopicStats]) -> String {
-    let mut table = Table::new(["TOPIC", "WAITING", "SCHEDULED", "IN-FLIGHT", "DEAD-LETTERS"]);
+    let mut table = Table::new([
+        "TOPIC",
+        "WAITING",
+        "SCHEDULED",
+        "IN-FLIGHT",
+        "DEAD-LETTERS",
+        "PAUSED",
+    ]);
     for s in stats {
         table.row([
             s.topic.clone(),
@@ -101,6 +121,11 @@ fn render(stats: &[TopicStats]) -> String {
             s.in_flight
                 .map_or_else(|| "-".to_owned(), |n| n.to_string()),
             s.dead_letters.to_string(),
+            match s.paused {
+                Some(true) => "yes".to_owned(),
+                Some(false) => "no".to_owned(),
+                None => "-".to_owned(),
+            },
         ]);
     }
     table.render()

@@ -457,3 +457,59 @@ pub async fn scheduled_cancel_promote(url: &str, caps: Caps) {
     let out = ezmq(url, &["promote", &t, &second]).await.expect_code(1);
     assert!(out.stderr.contains("not scheduled"), "{}", out.stderr);
 }
+
+/// `pause` stops a listener (one started while paused stays idle, pushes
+/// are accepted), `stats` shows PAUSED, a second `pause` says so, and
+/// `resume` lets the job through.
+pub async fn pause_resume(url: &str) {
+    let t = topic("pause");
+    let out = ezmq(url, &["pause", &t]).await.ok();
+    assert!(out.stdout.contains("paused"), "{}", out.stdout);
+    let again = ezmq(url, &["pause", &t]).await.ok();
+    assert!(again.stdout.contains("already paused"), "{}", again.stdout);
+    assert_eq!(stats(url, &t).await["paused"], true);
+    let table = ezmq(url, &["stats", &t]).await.ok().stdout;
+    assert!(table.contains("PAUSED"), "{table}");
+
+    let client = ezmq::connect_url(url).await.expect("connect");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let listener = client
+        .add_consume_listener(&t, move |job: Job| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(job.body().clone());
+                Ok::<(), std::io::Error>(())
+            }
+        })
+        .await
+        .expect("listener");
+    ezmq(url, &["push", &t, "held"]).await.ok();
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            listener.is_topic_paused()
+        })
+        .await,
+        "the listener never saw the pause"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), rx.recv())
+            .await
+            .is_err(),
+        "a paused topic's listener took a job"
+    );
+    let out = ezmq(url, &["--json", "resume", &t]).await.ok();
+    assert_eq!(out.json()["changed"], true);
+    let body = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .expect("delivered after resume")
+        .expect("a job");
+    assert_eq!(&body[..], b"held");
+    assert_eq!(stats(url, &t).await["paused"], false);
+    let out = ezmq(url, &["resume", &t]).await.ok();
+    assert!(out.stdout.contains("was not paused"), "{}", out.stdout);
+    listener.stop(Duration::from_secs(5)).await;
+    client
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+}
