@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use chrono::{DateTime, Utc};
 use ezmq::prelude::*;
-use ezmq::Job;
+use ezmq::spi::Capability;
+use ezmq::{Job, PushOptions, Topic};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tracing::info;
@@ -79,7 +80,63 @@ async fn main() -> anyhow::Result<()> {
         "[delay] reminder arrived"
     );
 
-    // 3. A crontab firing on its schedule (every second; on many processes
+    // 3. Job control: a reminder cancelled before it is due (the user
+    //    already did it), and a push deduplicated by its unique key.
+    if client.capabilities().has(Capability::JobStore) {
+        let reminders = Topic::new("quickstart.reminders")?;
+        let reminder = client
+            .push_delay(
+                "quickstart.reminders",
+                "finish signup".into(),
+                Duration::from_secs(3600),
+            )
+            .await?;
+        let admin = client.admin();
+        let scheduled = admin.scheduled_len(&reminders).await?;
+        info!(scheduled, "[jobs] a reminder is scheduled in 1h");
+        let cancelled = admin.cancel_job(&reminders, &reminder).await?;
+        let scheduled = admin.scheduled_len(&reminders).await?;
+        info!(
+            ?cancelled,
+            scheduled, "[jobs] the user finished signing up: reminder cancelled"
+        );
+    } else {
+        let backend = client.backend_name();
+        info!(
+            backend,
+            "[jobs] this broker cannot cancel a scheduled job (see its README)"
+        );
+    }
+    // The key names this run, so a second run within the ttl is not a
+    // duplicate of this one.
+    let key = format!("welcome:ada:{}", std::process::id());
+    let welcome = || PushOptions::new().with_unique_key(key.as_str(), Duration::from_secs(600));
+    let first = client
+        .push_with("quickstart.welcome", "welcome, ada".into(), welcome())
+        .await?;
+    match client
+        .push_with("quickstart.welcome", "welcome, ada".into(), welcome())
+        .await
+    {
+        Err(ezmq::Error::Duplicate { existing, .. }) => {
+            info!(%first, duplicate_of = ?existing, "[jobs] the second welcome was a duplicate: nothing stored");
+        }
+        other => anyhow::bail!("a second unique push must be a duplicate, got {other:?}"),
+    }
+    let (tx, mut rx) = mpsc::channel(1);
+    client
+        .add_consume_listener("quickstart.welcome", move |job: Job| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(job.id().clone()).await;
+                Ok::<(), anyhow::Error>(())
+            }
+        })
+        .await?;
+    let sent = recv(&mut rx, deadline, "unique").await?;
+    info!(%sent, "[jobs] the one welcome was sent (its key is free again once acknowledged)");
+
+    // 4. A crontab firing on its schedule (every second; on many processes
     //    each tick would still run once).
     let (tx, mut rx) = mpsc::channel(4);
     client
@@ -101,7 +158,7 @@ async fn main() -> anyhow::Result<()> {
     }
     client.remove_crontab("quickstart-report").await;
 
-    // 4. A broadcast reaching two groups (one member each).
+    // 5. A broadcast reaching two groups (one member each).
     let (tx, mut rx) = mpsc::channel(4);
     for group in ["billing", "analytics"] {
         let tx = tx.clone();
@@ -127,7 +184,7 @@ async fn main() -> anyhow::Result<()> {
     groups.sort_unstable();
     anyhow::ensure!(groups == ["analytics", "billing"], "groups: {groups:?}");
 
-    // 5. A request-reply round trip.
+    // 6. A request-reply round trip.
     client
         .add_json_reply_listener("quickstart.prices", |sku: String| async move {
             Ok::<u32, anyhow::Error>(if sku == "book" { 25 } else { 10 })
