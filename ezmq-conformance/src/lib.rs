@@ -75,6 +75,7 @@ pub const CASES: &[&str] = &[
     "reschedule_moves_a_due_time",
     "unique_key_admits_one_job",
     "pause_stops_every_listener_of_a_topic",
+    "cron_skips_overlapping_runs",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -116,6 +117,7 @@ macro_rules! behaviour_suite {
             reschedule_moves_a_due_time,
             unique_key_admits_one_job,
             pause_stops_every_listener_of_a_topic,
+            cron_skips_overlapping_runs,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

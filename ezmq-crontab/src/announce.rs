@@ -182,13 +182,12 @@ impl Announcer {
         spec: Arc<CronSpec>,
         timezone: Tz,
     ) -> Self {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
         Announcer {
             backend,
             name,
             spec,
             timezone,
-            participant: format!("{host}/{}", std::process::id()),
+            participant: participant(),
             state: Mutex::new(State::default()),
         }
     }
@@ -339,6 +338,12 @@ fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// This participant's name in announcements and run claims: `host/pid`.
+pub(crate) fn participant() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
+    format!("{host}/{}", std::process::id())
 }
 
 #[cfg(test)]

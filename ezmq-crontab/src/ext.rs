@@ -121,6 +121,7 @@ impl<C: MqClient + ?Sized> CrontabExt for C {
         runtime.ensure_open()?;
         // Fails with `Unsupported` now rather than at the first tick.
         runtime.exclusive_claim()?;
+        options.validate()?;
         // The name is part of every claim key: check it once here.
         claim_key(name, Utc::now())?;
         let spec = Arc::new(CronSpec::parse(spec, options.timezone)?);
@@ -161,6 +162,7 @@ impl<C: MqClient + ?Sized> CrontabExt for C {
             cancel,
             announce,
             stopped: Some(stopped.drop_guard()),
+            participant: crate::announce::participant(),
         };
         runtime.spawn(scheduler.run());
         Ok(())

@@ -95,11 +95,11 @@
 //!   (retries find it claimed): at most one missed tick per failure.
 //! - **Nobody running:** ticks are not run later, except the most recent
 //!   one with [`MissedTicks::RunOnce`].
-//! - **Slow handlers:** within one client a tick is skipped while the
-//!   previous run of the same crontab is still running (unless
-//!   [`CrontabOptions::allow_overlap`]); the busy client does not even
-//!   claim it, so an idle participant can run it. Across processes, runs of
-//!   consecutive ticks can therefore overlap.
+//! - **Slow handlers:** a tick is skipped while the run of an earlier tick
+//!   of the same crontab is still going in any process (unless
+//!   [`CrontabOptions::allow_overlap`]): the busy client does not claim it,
+//!   and the participant that wins it skips it while the crontab's run
+//!   claim is held (see [`CrontabOptions::max_run`]).
 //!
 //! Every task is spawned on the client's runtime and stops with the client's
 //! shutdown token; shutdown lets handlers in progress finish (within the
@@ -123,6 +123,7 @@ mod announce;
 mod ext;
 mod options;
 mod registry;
+mod run_claim;
 mod scheduler;
 mod spec;
 mod telemetry;
@@ -131,6 +132,6 @@ mod timing;
 pub use announce::{announced_crontabs, registry_topic, CrontabAnnouncement, CrontabStatus};
 pub use chrono_tz::Tz;
 pub use ext::CrontabExt;
-pub use options::{CrontabOptions, MissedTicks};
+pub use options::{CrontabOptions, MissedTicks, DEFAULT_MAX_RUN};
 pub use registry::CrontabInfo;
 pub use timing::{MAX_CLAIM_WINDOW, MAX_HOLD, MIN_HOLD};

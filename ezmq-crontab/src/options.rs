@@ -1,6 +1,11 @@
 //! Per-crontab options.
 
+use std::time::Duration;
+
 use chrono_tz::Tz;
+
+/// The default [`CrontabOptions::max_run`]: one hour.
+pub const DEFAULT_MAX_RUN: Duration = Duration::from_secs(3600);
 
 /// What a participant does at start about a tick that fell while no
 /// participant was running.
@@ -47,13 +52,28 @@ pub struct CrontabOptions {
     pub timezone: Tz,
     /// Missed-tick policy at registration. Default [`MissedTicks::Skip`].
     pub missed_ticks: MissedTicks,
-    /// Whether a tick may start in this client while the handler of an
-    /// earlier tick of the same crontab is still running here. Default
-    /// `false`: such ticks are skipped by this client (logged) and do not
-    /// even take part in the claim, so another participant that is idle
-    /// can win them. Across processes runs of different ticks can therefore
-    /// overlap when a handler is slower than the period.
+    /// The overlap policy: whether a tick may run while the run of an
+    /// earlier tick of the same crontab is still going **anywhere** (in
+    /// any process). Default `false` (skip): the tick is skipped and
+    /// logged. A client whose own run is still going does not even claim
+    /// the tick; the participant that wins it checks the crontab's *run
+    /// claim* (an exclusive claim held, under the tick and the
+    /// participant's `host/pid`, for as long as a run goes, at most
+    /// [`CrontabOptions::max_run`]) and skips the tick while another
+    /// participant's run holds it. `true` (allow): every tick runs,
+    /// whatever is still running.
     pub allow_overlap: bool,
+    /// How long a run is taken to be going at most, for the overlap
+    /// policy: the run claim is given back when the handler ends (returns,
+    /// fails or panics), and ends by itself after this long — so a
+    /// participant killed mid-run blocks the crontab's next ticks for at
+    /// most this long, and a run longer than this can be overlapped.
+    /// Default [`DEFAULT_MAX_RUN`] (one hour); 1 s to 30 days.
+    pub max_run: Duration,
+    /// With [`MissedTicks::RunOnce`]: the oldest a missed tick may be and
+    /// still be run at start. `None` (the default): half the tick's claim
+    /// hold (a period, at least 30 s, at most 4 days).
+    pub catch_up_window: Option<Duration>,
 }
 
 impl Default for CrontabOptions {
@@ -62,6 +82,8 @@ impl Default for CrontabOptions {
             timezone: Tz::UTC,
             missed_ticks: MissedTicks::Skip,
             allow_overlap: false,
+            max_run: DEFAULT_MAX_RUN,
+            catch_up_window: None,
         }
     }
 }
@@ -86,5 +108,32 @@ impl CrontabOptions {
     pub fn with_allow_overlap(mut self, allow: bool) -> Self {
         self.allow_overlap = allow;
         self
+    }
+
+    /// Sets [`CrontabOptions::max_run`].
+    #[must_use]
+    pub fn with_max_run(mut self, max_run: Duration) -> Self {
+        self.max_run = max_run;
+        self
+    }
+
+    /// Sets [`CrontabOptions::catch_up_window`] (and
+    /// [`MissedTicks::RunOnce`]).
+    #[must_use]
+    pub fn with_catch_up_window(mut self, window: Duration) -> Self {
+        self.missed_ticks = MissedTicks::RunOnce;
+        self.catch_up_window = Some(window);
+        self
+    }
+
+    /// Checks the values that cannot work.
+    pub(crate) fn validate(&self) -> ezmq_core::Result<()> {
+        if self.max_run < Duration::from_secs(1) || self.max_run > ezmq_core::spi::MAX_CLAIM_HOLD {
+            return Err(ezmq_core::Error::invalid_option(
+                "max_run",
+                format!("{:?} must be 1s to 30 days", self.max_run),
+            ));
+        }
+        Ok(())
     }
 }

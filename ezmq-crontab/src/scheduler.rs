@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,11 +12,13 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use ezmq_core::spi::{Backend, Capability};
 use ezmq_core::{BoxError, Error, Topic};
+use futures::FutureExt;
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, error, info, warn, Instrument, Span};
 
 use crate::options::{CrontabOptions, MissedTicks};
+use crate::run_claim::{self, RunClaim, Taken};
 use crate::spec::CronSpec;
 use crate::telemetry::{self, tick_span, LOST, MISSED, RUN, SKIPPED};
 use crate::timing::{claim_hold, claim_window, MIN_HOLD};
@@ -59,6 +62,8 @@ pub(crate) struct Scheduler {
     /// Cancels the registry's `stopped` token when dropped: once no run can
     /// start any more (also when the task is dropped unpolled).
     pub(crate) stopped: Option<DropGuard>,
+    /// `host/pid`, for the run claim.
+    pub(crate) participant: String,
 }
 
 enum Claim {
@@ -72,7 +77,7 @@ impl Scheduler {
     /// Runs the schedule until cancelled, then waits for the runs in
     /// progress.
     pub(crate) async fn run(mut self) {
-        let mut runs = Runs::new(Arc::clone(&self.name));
+        let mut runs = Runs::new(Arc::clone(&self.name), Arc::clone(&self.backend));
         self.schedule(&mut runs).await;
         drop(self.stopped.take());
         if runs.is_busy() {
@@ -123,9 +128,11 @@ impl Scheduler {
                     .await
                 {
                     Claim::Won => {
-                        telemetry::tick(self.backend.name(), &self.name, RUN);
-                        self.announce.send_replace(Some(tick));
-                        runs.start(tick, &self.handler, span);
+                        if let Some(guard) = self.run_guard(tick, &span).await {
+                            telemetry::tick(self.backend.name(), &self.name, RUN);
+                            self.announce.send_replace(Some(tick));
+                            runs.start(tick, &self.handler, span, guard);
+                        }
                     }
                     Claim::Lost => {
                         telemetry::tick(self.backend.name(), &self.name, LOST);
@@ -159,6 +166,12 @@ impl Scheduler {
         let hold = claim_hold(period);
         let span = tick_span(self.backend.name(), &self.name, last);
         let age = (now - last).to_std().unwrap_or_default();
+        if let Some(window) = self.options.catch_up_window.filter(|w| age > *w) {
+            telemetry::tick(self.backend.name(), &self.name, MISSED);
+            info!(parent: &span, cron = %self.name, tick = %last, ?age, ?window,
+                "the most recent tick is older than the catch-up window; not catching up");
+            return true;
+        }
         if age > hold / 2 {
             telemetry::tick(self.backend.name(), &self.name, MISSED);
             warn!(parent: &span, cron = %self.name, tick = %last, ?age, ?hold,
@@ -172,10 +185,12 @@ impl Scheduler {
             .await
         {
             Claim::Won => {
-                telemetry::tick(self.backend.name(), &self.name, RUN);
-                info!(parent: &span, "catching up the most recent tick");
-                self.announce.send_replace(Some(last));
-                runs.start(last, &self.handler, span);
+                if let Some(guard) = self.run_guard(last, &span).await {
+                    telemetry::tick(self.backend.name(), &self.name, RUN);
+                    info!(parent: &span, "catching up the most recent tick");
+                    self.announce.send_replace(Some(last));
+                    runs.start(last, &self.handler, span, guard);
+                }
             }
             Claim::Lost => debug!(parent: &span, "the most recent tick was already claimed"),
             Claim::Failed(e) => {
@@ -184,6 +199,38 @@ impl Scheduler {
             Claim::Cancelled => return false,
         }
         true
+    }
+
+    /// The overlap policy for a won `tick`: `Some` when it may run (with
+    /// the run claim it holds, none when overlap is allowed); `None` when
+    /// it is skipped (logged).
+    async fn run_guard(&self, tick: DateTime<Utc>, span: &Span) -> Option<Option<RunClaim>> {
+        if self.options.allow_overlap {
+            return Some(None);
+        }
+        let taken = run_claim::take(
+            &*self.backend,
+            &self.name,
+            tick,
+            &self.participant,
+            self.options.max_run,
+        )
+        .await;
+        match taken {
+            Ok(Taken::Ours(claim)) => Some(Some(claim)),
+            Ok(Taken::Busy(holder)) => {
+                telemetry::tick(self.backend.name(), &self.name, SKIPPED);
+                warn!(parent: span, cron = %self.name, %tick, running = holder.as_deref().unwrap_or("unknown"),
+                    "the run of an earlier tick is still going elsewhere; skipping the tick (allow_overlap is off)");
+                None
+            }
+            Err(e) => {
+                telemetry::tick(self.backend.name(), &self.name, SKIPPED);
+                warn!(parent: span, cron = %self.name, %tick, cause = %e,
+                    "could not take the run claim; skipping the tick (allow_overlap is off)");
+                None
+            }
+        }
     }
 
     /// Sleeps until the wall clock reaches `tick`, reaping finished runs.
@@ -251,15 +298,18 @@ impl Scheduler {
 struct Runs {
     /// The crontab's name, for log events.
     name: Arc<str>,
+    /// Where run claims are given back.
+    backend: Arc<dyn Backend>,
     set: JoinSet<()>,
     /// Span and tick of each run, for logging its panic.
     runs: HashMap<Id, (Span, DateTime<Utc>)>,
 }
 
 impl Runs {
-    fn new(name: Arc<str>) -> Self {
+    fn new(name: Arc<str>, backend: Arc<dyn Backend>) -> Self {
         Runs {
             name,
+            backend,
             set: JoinSet::new(),
             runs: HashMap::new(),
         }
@@ -269,17 +319,35 @@ impl Runs {
         !self.set.is_empty()
     }
 
-    fn start(&mut self, tick: DateTime<Utc>, handler: &BoxHandler, span: Span) {
+    /// Runs the handler for `tick`, then gives `claim` back (also when the
+    /// handler panicked).
+    fn start(
+        &mut self,
+        tick: DateTime<Utc>,
+        handler: &BoxHandler,
+        span: Span,
+        claim: Option<RunClaim>,
+    ) {
         let handler = Arc::clone(handler);
         let name = Arc::clone(&self.name);
+        let backend = Arc::clone(&self.backend);
         let run = async move {
             let started = Instant::now();
-            match handler(tick).await {
-                Ok(()) => debug!(elapsed = ?started.elapsed(), "tick handled"),
-                Err(e) => {
+            let outcome = AssertUnwindSafe(handler(tick)).catch_unwind().await;
+            if let Some(claim) = claim {
+                claim.give_back(&backend, &name).await;
+            }
+            match outcome {
+                Ok(Ok(())) => debug!(elapsed = ?started.elapsed(), "tick handled"),
+                Ok(Err(e)) => {
                     telemetry::handler_failed();
                     error!(cron = %name, %tick, elapsed = ?started.elapsed(), cause = %e,
                         "tick handler failed");
+                }
+                Err(panic) => {
+                    telemetry::handler_failed();
+                    error!(cron = %name, %tick, elapsed = ?started.elapsed(),
+                        cause = %ezmq_core::spi::panic_message(&*panic), "tick handler panicked");
                 }
             }
         }

@@ -403,3 +403,48 @@ async fn handler_errors_and_panics_do_not_stop_the_schedule() {
     assert_eq!((fourth - third).num_seconds(), 1);
     client.shutdown(GRACE).await.unwrap();
 }
+
+#[tokio::test]
+async fn catch_up_window_bounds_how_old_a_missed_tick_may_be() {
+    init_tracing();
+    let hourly = "0 0 * * * *";
+    let now = Utc::now();
+    let age = i64::from(now.minute() * 60 + now.second());
+    if age < 5 {
+        println!(
+            "skipped: the hour's tick is only {age} s old, too close to tell the windows apart"
+        );
+        return;
+    }
+    let broker = TestBroker::start().await;
+    let client = broker.client().await;
+    let mut ran = Vec::new();
+    // A window shorter than the last tick's age, then one longer.
+    for window in [Duration::from_secs(2), Duration::from_secs(2 * 3600)] {
+        let name = unique_topic("cron-window");
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        client
+            .add_crontab_with(
+                &name,
+                hourly,
+                CrontabOptions::default().with_catch_up_window(window),
+                move |tick: DateTime<Utc>| {
+                    let _ = tx.send(tick);
+                    async { Ok::<(), Infallible>(()) }
+                },
+            )
+            .await
+            .unwrap();
+        // Returns once the catch-up attempt is over and its run finished.
+        assert!(client.remove_crontab(&name).await);
+        ran.push(drain(&mut rx).await);
+    }
+    assert!(
+        ran[0].is_empty(),
+        "older than the window, yet run: {:?}",
+        ran[0]
+    );
+    assert_eq!(ran[1].len(), 1, "within the window: run once: {:?}", ran[1]);
+    assert_eq!((ran[1][0].minute(), ran[1][0].second()), (0, 0));
+    client.shutdown(GRACE).await.unwrap();
+}

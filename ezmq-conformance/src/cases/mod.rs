@@ -21,6 +21,8 @@ mod broadcast;
 #[cfg(feature = "features")]
 mod cron;
 #[cfg(feature = "features")]
+mod cron_overlap;
+#[cfg(feature = "features")]
 mod request_reply;
 
 pub use consume::{
@@ -50,6 +52,8 @@ pub use broadcast::broadcast_groups;
 #[cfg(feature = "features")]
 pub use cron::cron_once_per_tick;
 #[cfg(feature = "features")]
+pub use cron_overlap::cron_skips_overlapping_runs;
+#[cfg(feature = "features")]
 pub use request_reply::request_reply;
 
 #[cfg(not(feature = "features"))]
@@ -67,6 +71,11 @@ mod without_features {
         skip(ctx).await;
     }
 
+    /// Stands in for the cron overlap case (see [`cron_once_per_tick`]).
+    pub async fn cron_skips_overlapping_runs(ctx: Ctx) {
+        skip(ctx).await;
+    }
+
     /// Stands in for the broadcast case (see [`cron_once_per_tick`]).
     pub async fn broadcast_groups(ctx: Ctx) {
         skip(ctx).await;
@@ -79,4 +88,6 @@ mod without_features {
 }
 
 #[cfg(not(feature = "features"))]
-pub use without_features::{broadcast_groups, cron_once_per_tick, request_reply};
+pub use without_features::{
+    broadcast_groups, cron_once_per_tick, cron_skips_overlapping_runs, request_reply,
+};

@@ -10,7 +10,6 @@ use crate::topic::Topic;
 
 /// What [`ExclusiveClaim::claim`] found.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum ClaimOutcome {
     /// The caller holds the claim now, under its token, until the hold
     /// ends or it releases the claim.

@@ -1,0 +1,68 @@
+//! The overlap policy across processes: while a run of a crontab goes, its
+//! participant holds the crontab's *run claim*
+//! (`__ezmq|cron-run|<name>`, an [exclusive claim](ezmq_core::spi::ExclusiveClaim)
+//! under `<tick> <host>/<pid>`), given back when the handler ends and
+//! ending by itself after [`CrontabOptions::max_run`](crate::CrontabOptions::max_run).
+//! The winner of a later tick takes it before running; while another run
+//! holds it, the tick is skipped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use ezmq_core::spi::{Backend, Capability, ClaimOutcome};
+use ezmq_core::{Error, Result, Topic};
+use tracing::warn;
+
+/// The `kind` of the run claim's name.
+const KIND: &str = "cron-run";
+
+/// A run claim this participant holds.
+#[derive(Debug)]
+pub(crate) struct RunClaim {
+    key: Topic,
+    token: String,
+}
+
+/// What taking the run claim found.
+pub(crate) enum Taken {
+    /// Ours, until given back.
+    Ours(RunClaim),
+    /// Another run holds it: its tick and participant, when known.
+    Busy(Option<String>),
+}
+
+/// Takes crontab `name`'s run claim for the run of `tick` by
+/// `participant`, held for at most `max_run`.
+pub(crate) async fn take(
+    backend: &dyn Backend,
+    name: &str,
+    tick: DateTime<Utc>,
+    participant: &str,
+    max_run: Duration,
+) -> Result<Taken> {
+    let key = Topic::internal(KIND, &[name])?;
+    let claims = backend.exclusive_claim().ok_or(Error::Unsupported {
+        backend: backend.name(),
+        capability: Capability::ExclusiveClaim,
+    })?;
+    let token = format!("{} {participant}", tick.to_rfc3339());
+    Ok(match claims.claim(&key, &token, max_run).await? {
+        ClaimOutcome::Won => Taken::Ours(RunClaim { key, token }),
+        ClaimOutcome::Held(holder) => Taken::Busy(holder),
+    })
+}
+
+impl RunClaim {
+    /// Gives the claim back once the run ended; a failure is logged (the
+    /// claim then ends after `max_run`).
+    pub(crate) async fn give_back(self, backend: &Arc<dyn Backend>, name: &str) {
+        let Some(claims) = backend.exclusive_claim() else {
+            return;
+        };
+        if let Err(err) = claims.release(&self.key, &self.token).await {
+            warn!(cron = %name, cause = %err,
+                "could not give the run claim back; the next ticks are skipped until max_run ends");
+        }
+    }
+}
