@@ -169,6 +169,19 @@ pub(crate) struct DeadLettersArgs {
 pub(crate) enum CronCommand {
     /// Registered crontabs, their last tick run and their next tick.
     List,
+    /// A crontab's most recent runs, newest first: tick, who ran it,
+    /// start, duration, outcome, error.
+    History(CronHistoryArgs),
+}
+
+/// `ezmq cron history`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct CronHistoryArgs {
+    /// The crontab's name.
+    pub(crate) name: String,
+    /// At most this many runs.
+    #[arg(short = 'n', long = "count", default_value_t = 20)]
+    pub(crate) count: usize,
 }
 
 /// `ezmq groups`.

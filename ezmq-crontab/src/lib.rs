@@ -121,6 +121,7 @@
 
 mod announce;
 mod ext;
+mod history;
 mod options;
 mod registry;
 mod run_claim;
@@ -132,6 +133,7 @@ mod timing;
 pub use announce::{announced_crontabs, registry_topic, CrontabAnnouncement, CrontabStatus};
 pub use chrono_tz::Tz;
 pub use ext::CrontabExt;
-pub use options::{CrontabOptions, MissedTicks, DEFAULT_MAX_RUN};
+pub use history::{cron_history, CronRun, RunOutcome, RECORD_TTL};
+pub use options::{CrontabOptions, MissedTicks, DEFAULT_HISTORY, DEFAULT_MAX_RUN};
 pub use registry::CrontabInfo;
 pub use timing::{MAX_CLAIM_WINDOW, MAX_HOLD, MIN_HOLD};

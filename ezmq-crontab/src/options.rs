@@ -74,7 +74,15 @@ pub struct CrontabOptions {
     /// still be run at start. `None` (the default): half the tick's claim
     /// hold (a period, at least 30 s, at most 4 days).
     pub catch_up_window: Option<Duration>,
+    /// How many of its most recent runs the crontab keeps, readable with
+    /// [`cron_history`](crate::cron_history) and `ezmq cron history NAME`
+    /// (on backends that can peek). Default [`DEFAULT_HISTORY`] (20); 0
+    /// keeps none; at most 1000.
+    pub history: usize,
 }
+
+/// The default [`CrontabOptions::history`]: 20 runs.
+pub const DEFAULT_HISTORY: usize = 20;
 
 impl Default for CrontabOptions {
     fn default() -> Self {
@@ -84,6 +92,7 @@ impl Default for CrontabOptions {
             allow_overlap: false,
             max_run: DEFAULT_MAX_RUN,
             catch_up_window: None,
+            history: DEFAULT_HISTORY,
         }
     }
 }
@@ -126,12 +135,25 @@ impl CrontabOptions {
         self
     }
 
+    /// Sets [`CrontabOptions::history`].
+    #[must_use]
+    pub fn with_history(mut self, runs: usize) -> Self {
+        self.history = runs;
+        self
+    }
+
     /// Checks the values that cannot work.
     pub(crate) fn validate(&self) -> ezmq_core::Result<()> {
         if self.max_run < Duration::from_secs(1) || self.max_run > ezmq_core::spi::MAX_CLAIM_HOLD {
             return Err(ezmq_core::Error::invalid_option(
                 "max_run",
                 format!("{:?} must be 1s to 30 days", self.max_run),
+            ));
+        }
+        if self.history > 1000 {
+            return Err(ezmq_core::Error::invalid_option(
+                "history",
+                format!("{} runs: at most 1000 are kept", self.history),
             ));
         }
         Ok(())

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use chrono::{DateTime, Utc};
 use ezmq_core::spi::{Backend, Capability};
@@ -17,6 +17,7 @@ use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::{debug, error, info, warn, Instrument, Span};
 
+use crate::history::{self, CronRun, RunOutcome};
 use crate::options::{CrontabOptions, MissedTicks};
 use crate::run_claim::{self, RunClaim, Taken};
 use crate::spec::CronSpec;
@@ -77,7 +78,14 @@ impl Scheduler {
     /// Runs the schedule until cancelled, then waits for the runs in
     /// progress.
     pub(crate) async fn run(mut self) {
-        let mut runs = Runs::new(Arc::clone(&self.name), Arc::clone(&self.backend));
+        let mut runs = Runs {
+            name: Arc::clone(&self.name),
+            backend: Arc::clone(&self.backend),
+            participant: Arc::from(self.participant.as_str()),
+            history: self.options.history,
+            set: JoinSet::new(),
+            runs: HashMap::new(),
+        };
         self.schedule(&mut runs).await;
         drop(self.stopped.take());
         if runs.is_busy() {
@@ -298,23 +306,18 @@ impl Scheduler {
 struct Runs {
     /// The crontab's name, for log events.
     name: Arc<str>,
-    /// Where run claims are given back.
+    /// Where run claims are given back and runs recorded.
     backend: Arc<dyn Backend>,
+    /// `host/pid`, for the run's record.
+    participant: Arc<str>,
+    /// Runs the history keeps.
+    history: usize,
     set: JoinSet<()>,
     /// Span and tick of each run, for logging its panic.
     runs: HashMap<Id, (Span, DateTime<Utc>)>,
 }
 
 impl Runs {
-    fn new(name: Arc<str>, backend: Arc<dyn Backend>) -> Self {
-        Runs {
-            name,
-            backend,
-            set: JoinSet::new(),
-            runs: HashMap::new(),
-        }
-    }
-
     fn is_busy(&self) -> bool {
         !self.set.is_empty()
     }
@@ -331,25 +334,35 @@ impl Runs {
         let handler = Arc::clone(handler);
         let name = Arc::clone(&self.name);
         let backend = Arc::clone(&self.backend);
+        let (participant, keep) = (Arc::clone(&self.participant), self.history);
         let run = async move {
             let started = Instant::now();
+            let started_at = SystemTime::now();
             let outcome = AssertUnwindSafe(handler(tick)).catch_unwind().await;
             if let Some(claim) = claim {
                 claim.give_back(&backend, &name).await;
             }
-            match outcome {
-                Ok(Ok(())) => debug!(elapsed = ?started.elapsed(), "tick handled"),
+            let (ended, error) = match outcome {
+                Ok(Ok(())) => {
+                    debug!(elapsed = ?started.elapsed(), "tick handled");
+                    (RunOutcome::Succeeded, None)
+                }
                 Ok(Err(e)) => {
                     telemetry::handler_failed();
                     error!(cron = %name, %tick, elapsed = ?started.elapsed(), cause = %e,
                         "tick handler failed");
+                    (RunOutcome::Failed, Some(e.to_string()))
                 }
                 Err(panic) => {
                     telemetry::handler_failed();
+                    let message = ezmq_core::spi::panic_message(&*panic).to_owned();
                     error!(cron = %name, %tick, elapsed = ?started.elapsed(),
-                        cause = %ezmq_core::spi::panic_message(&*panic), "tick handler panicked");
+                        cause = %message, "tick handler panicked");
+                    (RunOutcome::Panicked, Some(message))
                 }
-            }
+            };
+            let record = CronRun::ended(tick, &participant, started_at, ended, error);
+            history::record(&*backend, &name, &record, keep).await;
         }
         .instrument(span.clone());
         let task = self.set.spawn(run);

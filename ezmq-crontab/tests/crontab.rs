@@ -448,3 +448,66 @@ async fn catch_up_window_bounds_how_old_a_missed_tick_may_be() {
     assert_eq!((ran[1][0].minute(), ran[1][0].second()), (0, 0));
     client.shutdown(GRACE).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_keeps_the_newest_runs_with_their_outcome() {
+    init_tracing();
+    let broker = TestBroker::start().await;
+    let client = broker.client().await;
+    let name = unique_topic("cron-history");
+    let (tx, mut rx) = mpsc::unbounded_channel::<i64>();
+    client
+        .add_crontab_with(
+            &name,
+            EVERY_SECOND,
+            CrontabOptions::default().with_history(3),
+            move |tick: DateTime<Utc>| {
+                let _ = tx.send(tick.timestamp());
+                async move {
+                    if tick.timestamp() % 2 == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::other(format!(
+                            "boom at {}",
+                            tick.timestamp()
+                        )))
+                    }
+                }
+            },
+        )
+        .await
+        .unwrap();
+    let mut ticks = Vec::new();
+    for _ in 0..5 {
+        ticks.push(recv(&mut rx, Duration::from_secs(10)).await);
+    }
+    assert!(client.remove_crontab(&name).await);
+    let last = *ticks.last().unwrap();
+    let recorded = ezmq_test_support::eventually(Duration::from_secs(10), || async {
+        let runs = ezmq_crontab::cron_history(&client, &name, 10)
+            .await
+            .unwrap();
+        runs.first().is_some_and(|run| run.tick.timestamp() == last)
+    })
+    .await;
+    let runs = ezmq_crontab::cron_history(&client, &name, 10)
+        .await
+        .unwrap();
+    assert!(recorded, "the last run was not recorded: {runs:?}");
+    assert_eq!(runs.len(), 3, "trimmed to the newest 3: {runs:?}");
+    for (run, tick) in runs.iter().zip(ticks.iter().rev()) {
+        assert_eq!(run.tick.timestamp(), *tick, "{runs:?}");
+        assert!(run.participant.contains('/'), "{run:?}");
+        if tick % 2 == 0 {
+            assert_eq!(run.outcome, ezmq_crontab::RunOutcome::Succeeded, "{run:?}");
+            assert_eq!(run.error, None);
+        } else {
+            assert_eq!(run.outcome, ezmq_crontab::RunOutcome::Failed, "{run:?}");
+            assert_eq!(
+                run.error.as_deref(),
+                Some(format!("boom at {tick}").as_str())
+            );
+        }
+    }
+    client.shutdown(GRACE).await.unwrap();
+}

@@ -1,12 +1,14 @@
 //! `ezmq cron list`: the crontabs announced by running schedulers
 //! ([`ezmq::crontab::announced_crontabs`]), with their last tick run and
-//! their next tick.
+//! their next tick; `ezmq cron history NAME`: a crontab's recent runs
+//! ([`ezmq::crontab::cron_history`]).
 
 use ezmq::crontab::{announced_crontabs, CrontabStatus};
 use ezmq::spi::Capability;
 use ezmq::Client;
 use serde::Serialize;
 
+use crate::args::CronHistoryArgs;
 use crate::exit::{CliResult, Context};
 use crate::table::{print_json, print_text, Table};
 
@@ -77,6 +79,38 @@ pub(crate) async fn list(client: &Client, json: bool) -> CliResult<()> {
             time(c.last_tick),
             time(c.next_tick),
             c.participants.len().to_string(),
+        ]);
+    }
+    print_text(&table.render())
+}
+
+/// Runs `ezmq cron history NAME`.
+pub(crate) async fn history(client: &Client, args: CronHistoryArgs, json: bool) -> CliResult<()> {
+    super::require(
+        client,
+        Capability::Peek,
+        "a crontab's history is read with peek; RabbitMQ schedulers keep none",
+    )?;
+    let runs = ezmq::crontab::cron_history(client, &args.name, args.count)
+        .await
+        .context(|| format!("reading the history of crontab {:?}", args.name))?;
+    if json {
+        return print_json(&runs);
+    }
+    if runs.is_empty() {
+        return print_text(&format!("no run of {} recorded\n", args.name));
+    }
+    let mut table = Table::new(["TICK", "BY", "STARTED", "DURATION", "OUTCOME", "ERROR"]);
+    for run in &runs {
+        table.row([
+            run.tick.format("%Y-%m-%d %H:%M:%SZ").to_string(),
+            run.participant.clone(),
+            run.started_at.format("%H:%M:%S%.3f").to_string(),
+            format!("{} ms", run.duration_ms),
+            run.outcome.name().to_owned(),
+            run.error
+                .as_deref()
+                .map_or_else(|| "-".to_owned(), |e| crate::table::clip(e, 60)),
         ]);
     }
     print_text(&table.render())

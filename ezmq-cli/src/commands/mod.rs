@@ -30,6 +30,7 @@ pub(crate) async fn run(cli: Cli) -> CliResult<()> {
         Command::Push(args) => push::run(&client, args, json).await,
         Command::DeadLetters(args) => dead_letters::run(&client, args, json).await,
         Command::Cron(CronCommand::List) => cron::list(&client, json).await,
+        Command::Cron(CronCommand::History(args)) => cron::history(&client, args, json).await,
         Command::Groups(args) => groups::run(&client, args, json).await,
         Command::Scheduled(args) => jobs::scheduled(&client, args, json).await,
         Command::Cancel(args) => jobs::cancel(&client, args, json).await,

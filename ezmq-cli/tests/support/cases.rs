@@ -329,6 +329,8 @@ pub async fn cron_list(url: &str, can_list: bool) {
     if !can_list {
         let out = ezmq(url, &["cron", "list"]).await.expect_code(4);
         assert!(out.stderr.contains("capability missing"), "{}", out.stderr);
+        let out = ezmq(url, &["cron", "history", &name]).await.expect_code(4);
+        assert!(out.stderr.contains("capability missing"), "{}", out.stderr);
         client
             .shutdown(Duration::from_secs(5))
             .await
@@ -358,6 +360,26 @@ pub async fn cron_list(url: &str, can_list: bool) {
     let out = ezmq(url, &["cron", "list"]).await.ok();
     assert!(listed, "{name} listed with its last tick:\n{}", out.stdout);
     assert!(out.stdout.contains(&name), "{}", out.stdout);
+    // `cron history`: the run recorded, with who ran it and its outcome.
+    let recorded = eventually(Duration::from_secs(10), || async {
+        let runs = ezmq(url, &["--json", "cron", "history", &name])
+            .await
+            .ok()
+            .json();
+        runs.as_array().is_some_and(|runs| {
+            runs.iter().any(|r| {
+                r["outcome"] == "succeeded"
+                    && r["participant"].as_str().is_some_and(|p| p.contains('/'))
+                    && r["tick"].as_str().is_some_and(|t| {
+                        chrono::DateTime::parse_from_rfc3339(t).is_ok_and(|t| t >= ran)
+                    })
+            })
+        })
+    })
+    .await;
+    let out = ezmq(url, &["cron", "history", &name]).await.ok();
+    assert!(recorded, "{name}'s run in its history:\n{}", out.stdout);
+    assert!(out.stdout.starts_with("TICK"), "{}", out.stdout);
     client
         .shutdown(Duration::from_secs(5))
         .await
