@@ -1,4 +1,5 @@
-//! Exclusive claims: a one-message queue that refuses a second message.
+//! Exclusive claims: a one-message queue that refuses a second message
+//! (keyed claims: [`crate::hold`]).
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use lapin::BasicProperties;
 
 use crate::backend::RabbitBackend;
 use crate::error::RabbitError;
+use crate::hold;
 use crate::names::short;
 use crate::publish;
 use crate::topology::{self, millis, string};
@@ -65,24 +67,24 @@ impl ExclusiveClaim for RabbitBackend {
         }
     }
 
-    async fn claim(&self, _key: &Topic, _token: &str, _hold: Duration) -> Result<ClaimOutcome> {
-        Err(self.hold_unsupported())
+    /// A gate queue that takes one message and a record queue naming
+    /// the holder (see the `hold` module of this crate): the claim lasts
+    /// `hold` from the winning publish; the caller's `hold` is its own
+    /// (it is the message's expiration, not a queue argument).
+    async fn claim(&self, key: &Topic, token: &str, hold: Duration) -> Result<ClaimOutcome> {
+        hold::claim(&self.inner, key, token, hold).await
     }
 
-    async fn holder(&self, _key: &Topic) -> Result<Option<String>> {
-        Err(self.hold_unsupported())
+    /// The gate's message count (a declaration: touches no message), then
+    /// the record's token; waits a moment for a record not written yet,
+    /// and fails (retryable) rather than answering `None` for a held key.
+    async fn holder(&self, key: &Topic) -> Result<Option<String>> {
+        hold::holder(&self.inner, key).await
     }
 
-    async fn release(&self, _key: &Topic, _token: &str) -> Result<bool> {
-        Err(self.hold_unsupported())
-    }
-}
-
-impl RabbitBackend {
-    fn hold_unsupported(&self) -> ezmq_core::Error {
-        ezmq_core::Error::Unsupported {
-            backend: "rabbitmq",
-            capability: ezmq_core::spi::Capability::ExclusiveClaim,
-        }
+    /// Acks the record's and the gate's messages when both name `token`,
+    /// then deletes the key's queues if still empty.
+    async fn release(&self, key: &Topic, token: &str) -> Result<bool> {
+        hold::release(&self.inner, key, token).await
     }
 }

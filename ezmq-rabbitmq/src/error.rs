@@ -62,6 +62,15 @@ pub enum RabbitError {
         #[source]
         cause: Box<RabbitError>,
     },
+    /// A keyed claim is held but its holder's token could not be read:
+    /// the record of it stayed empty for as long as a read waits (the
+    /// holder died between winning and recording its token, or readers in
+    /// other processes kept it busy). Retryable.
+    #[error("claim {key:?} is held but its holder's token could not be read")]
+    HolderUnknown {
+        /// The claim's gate queue.
+        key: String,
+    },
     /// The broker did not answer in time.
     #[error("{op} {target:?} timed out")]
     Timeout {
@@ -121,6 +130,7 @@ impl RabbitError {
                 )
             ),
             RabbitError::Nacked { .. }
+            | RabbitError::HolderUnknown { .. }
             | RabbitError::Timeout { .. }
             | RabbitError::Interrupted { .. } => true,
             RabbitError::Returned { .. }

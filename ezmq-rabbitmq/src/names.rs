@@ -47,6 +47,17 @@ impl Names {
         fit(format!("{}__ezmq|claim|{}", self.prefix, key))
     }
 
+    /// The gate queue of a keyed claim: its one message is the claim.
+    pub(crate) fn hold_queue(&self, key: &Topic) -> String {
+        fit(format!("{}__ezmq|hold|{}", self.prefix, key))
+    }
+
+    /// The record queue of a keyed claim: its one message names the
+    /// holder's token.
+    pub(crate) fn holder_queue(&self, key: &Topic) -> String {
+        fit(format!("{}__ezmq|holder|{}", self.prefix, key))
+    }
+
     /// The headers exchange and the queue of delay level `level`.
     pub(crate) fn delay_level(&self, level: u8) -> String {
         format!("{}__ezmq|delay|L{level:02}", self.prefix)
