@@ -143,7 +143,11 @@ impl DisqueBackend {
             if deadline.is_some_and(|d| Instant::now() > d) {
                 tracing::warn!(topic = %topic, message_id = %id, "a cancel's ACKJOB came later than the job's next queue time: it may have raced a delivery");
             }
-            tracing::debug!(topic = %topic, message_id = %id, "job cancelled");
+            let attempt = jobs
+                .first()
+                .and_then(|j| j.job(topic))
+                .map(|(j, _)| j.attempt());
+            tracing::debug!(topic = %topic, message_id = %id, ?attempt, "job cancelled");
             return Ok(Cancelled::Removed);
         }
     }
@@ -230,7 +234,8 @@ impl DisqueBackend {
             };
             let Some(target) = target else { continue };
             if self.enqueue_waiting(&target).await? {
-                tracing::debug!(topic = %topic, message_id = %id, "job promoted");
+                let attempt = target.job(topic).map(|(j, _)| j.attempt());
+                tracing::debug!(topic = %topic, message_id = %id, ?attempt, "job promoted");
                 return Ok(true);
             }
         }
@@ -330,7 +335,9 @@ impl DisqueBackend {
             let delay = Duration::from_secs(ceil_secs(Duration::from_millis(
                 at_ms - judge.clock.server_ms,
             )));
-            let stored = rescheduled_body(&target, topic, id, at_ms);
+            let Some(stored) = rescheduled_body(&target, topic, id, at_ms) else {
+                continue;
+            };
             let mut disque = DisquePushOptions::new();
             disque = if judge.retry_s == 0 {
                 disque.with_at_most_once(true)
@@ -350,7 +357,8 @@ impl DisqueBackend {
                 jobs: vec![target.clone()],
             };
             if self.cancel_found(topic, id, old).await? == Cancelled::Removed {
-                tracing::debug!(topic = %topic, message_id = %id, "job rescheduled");
+                let attempt = target.job(topic).map(|(j, _)| j.attempt());
+                tracing::debug!(topic = %topic, message_id = %id, ?attempt, delay_s = delay.as_secs(), "job rescheduled");
                 return Ok(true);
             }
             // It came due meanwhile: take the copy back.
@@ -362,7 +370,7 @@ impl DisqueBackend {
             };
             return match self.cancel_found(topic, id, new).await? {
                 Cancelled::Removed | Cancelled::NotFound => Ok(false),
-                Cancelled::Running | _ => Err(control(
+                _ => Err(control(
                     topic,
                     id,
                     "the job came due while it was rescheduled and its copy is running too: it may run twice",
@@ -375,10 +383,8 @@ impl DisqueBackend {
 
 /// The stored body of a rescheduled copy: the same headers (the id kept,
 /// the next attempt, the new run-at time) and body.
-fn rescheduled_body(job: &DisqueJob, topic: &Topic, id: &JobId, at_ms: u64) -> Bytes {
-    let Some((current, mut headers)) = job.job(topic) else {
-        return Bytes::new();
-    };
+fn rescheduled_body(job: &DisqueJob, topic: &Topic, id: &JobId, at_ms: u64) -> Option<Bytes> {
+    let (current, mut headers) = job.job(topic)?;
     if headers.get(MESSAGE_ID_HEADER).is_none() {
         headers.insert(MESSAGE_ID_HEADER, id.as_str());
     }
@@ -386,7 +392,7 @@ fn rescheduled_body(job: &DisqueJob, topic: &Topic, id: &JobId, at_ms: u64) -> B
         headers.insert(ATTEMPT_HEADER, current.attempt().to_string());
     }
     headers.insert(RUN_AT_HEADER, at_ms.to_string());
-    envelope::encode(&headers, current.body())
+    Some(envelope::encode(&headers, current.body()))
 }
 
 fn control(topic: &Topic, id: &JobId, reason: &'static str, retryable: bool) -> Error {

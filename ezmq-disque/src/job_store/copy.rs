@@ -208,3 +208,119 @@ pub(super) fn parse_time(value: &Value) -> Option<u64> {
     let micros = parts.get(1).and_then(as_u64)?;
     Some(secs.saturating_mul(1000).saturating_add(micros / 1000))
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::config::DisqueConfig;
+    use crate::node::NodeInfo;
+
+    pub(crate) fn node(id: &str) -> Arc<Node> {
+        let info = NodeInfo {
+            id: id.to_owned(),
+            addr: "127.0.0.1:7711".to_owned(),
+            priority: 1,
+        };
+        Arc::new(Node::new(info, &DisqueConfig::default(), 1).unwrap())
+    }
+
+    fn show(state: &str, ctime_ms: u64, delay: i64, requeue: Option<i64>) -> Value {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        Value::Array(vec![
+            bulk("id"),
+            bulk("D-aaaaaaaa-xxxxxxxxxxxxxxxxxxxxxxxx-05a1"),
+            bulk("queue"),
+            bulk("q"),
+            bulk("state"),
+            bulk(state),
+            bulk("repl"),
+            Value::Int(2),
+            bulk("ttl"),
+            Value::Int(86_000),
+            bulk("ctime"),
+            Value::Int(i64::try_from(ctime_ms * 1_000_000).unwrap()),
+            bulk("delay"),
+            Value::Int(delay),
+            bulk("retry"),
+            Value::Int(30),
+            bulk("nacks"),
+            Value::Int(1),
+            bulk("additional-deliveries"),
+            Value::Int(2),
+            bulk("nodes-delivered"),
+            Value::Array(vec![]),
+            bulk("nodes-confirmed"),
+            Value::Array(vec![]),
+            bulk("next-requeue-within"),
+            requeue.map_or(Value::Nil, Value::Int),
+            bulk("next-awake-within"),
+            Value::Int(0),
+            bulk("body"),
+            bulk("payload"),
+        ])
+    }
+
+    fn clock(server_ms: u64) -> Clock {
+        Clock {
+            server_ms,
+            sent: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn parses_show_and_reads_the_queue_time() {
+        let n = node("aaaaaaaa1111");
+        // Added at 1_000 with DELAY 60, read at 31_000: due at 61_000.
+        let waiting =
+            Copy::parse(&n, &show("active", 1_000, 60, Some(30_000)), clock(31_000)).unwrap();
+        assert_eq!(
+            (
+                waiting.repl,
+                waiting.retry_s,
+                waiting.nacks,
+                waiting.deliveries
+            ),
+            (2, 30, 1, 2)
+        );
+        assert_eq!(&waiting.body[..], b"payload");
+        assert_eq!(waiting.phase(), Phase::Waiting { due_ms: 61_000 });
+        assert!(waiting.on_creator());
+        assert!(waiting.queue_deadline().is_some());
+        // Queued at 61_000, delivered: the queue time is now + RETRY.
+        let delivered =
+            Copy::parse(&n, &show("active", 1_000, 60, Some(29_000)), clock(62_000)).unwrap();
+        assert_eq!(delivered.phase(), Phase::Delivered);
+        let plain = Copy::parse(&n, &show("active", 1_000, 0, Some(1_000)), clock(2_000)).unwrap();
+        assert_eq!(
+            plain.phase(),
+            Phase::Delivered,
+            "no delay: queued at ADDJOB"
+        );
+        let once = Copy::parse(&n, &show("active", 1_000, 0, None), clock(2_000)).unwrap();
+        assert_eq!(
+            (once.phase(), once.queue_deadline()),
+            (Phase::Delivered, None)
+        );
+        let queued = Copy::parse(&n, &show("queued", 1_000, 0, Some(1)), clock(2_000)).unwrap();
+        assert_eq!(queued.phase(), Phase::Ready);
+        let acked = Copy::parse(&n, &show("acked", 1_000, 0, None), clock(2_000)).unwrap();
+        assert_eq!(acked.phase(), Phase::Finished);
+        assert!(
+            !Copy::parse(&node("bbbbbbbb"), &show("queued", 1, 0, None), clock(2))
+                .unwrap()
+                .on_creator()
+        );
+        assert!(Copy::parse(&n, &Value::Nil, clock(0)).is_none());
+        assert!(Copy::parse(&n, &show("weird", 1, 0, None), clock(0)).is_none());
+    }
+
+    #[test]
+    fn parses_time() {
+        let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
+        assert_eq!(
+            parse_time(&Value::Array(vec![bulk("1700000000"), bulk("123456")])),
+            Some(1_700_000_000_123)
+        );
+        assert_eq!(parse_time(&Value::Nil), None);
+    }
+}

@@ -37,9 +37,9 @@
 //! left alone. Disque has no conditional delete, so (see `act.rs`) a
 //! queued job is taken out with `DEQUEUE`, atomic with `GETJOB` on its
 //! node, and a job waiting for its time is acted on only while every node
-//! is at least a second from queueing it (closer, the call waits until it
-//! is queued or delivered): the promise rests on the following `ACKJOB`
-//! reaching the nodes within that second. Promote (`ENQUEUE`) and
+//! is at least 250 ms from queueing it (closer, the call waits until it is
+//! queued or delivered): the promise rests on the following `ACKJOB`
+//! reaching the nodes within that time. Promote (`ENQUEUE`) and
 //! reschedule (a copy with the new `DELAY` and the same headers, then the
 //! old one cancelled as above) follow the same rule, so a promoted job is
 //! never delivered twice and a rescheduled one is never early nor run

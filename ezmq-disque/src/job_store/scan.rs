@@ -102,6 +102,7 @@ fn scan_future(
             Some((_, gate)) => Some(gate.lock().await),
             None => None,
         };
+        // Gone only once every caller dropped its backend (none polls).
         let shared = shared.upgrade().ok_or(Arc::new(DisqueError::NoNodes))?;
         if let Some((ticket, _)) = &turn {
             shared.job_scans.started(&topic, *ticket);

@@ -161,3 +161,115 @@ pub(super) fn group(copies: &[Copy], topic: &Topic) -> BTreeMap<JobId, Found> {
     }
     by_id
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job_store::copy::tests::node;
+    use crate::job_store::copy::Clock;
+    use bytes::Bytes;
+    use ezmq_core::{Headers, ATTEMPT_HEADER};
+
+    fn copy(node_id: &str, disque: &str, state: DisqueState, body: Bytes, ctime_ms: u64) -> Copy {
+        Copy {
+            node: node(node_id),
+            id: JobId::new(disque),
+            state,
+            repl: 2,
+            ttl_s: 100,
+            ctime_ms,
+            delay_s: 60,
+            retry_s: 30,
+            nacks: 0,
+            deliveries: 0,
+            requeue_in_ms: Some(60_000),
+            body,
+            clock: Clock {
+                server_ms: ctime_ms,
+                sent: tokio::time::Instant::now(),
+            },
+        }
+    }
+
+    fn enveloped(id: &str, attempt: Option<u32>) -> Bytes {
+        let mut headers = Headers::new();
+        headers.insert(MESSAGE_ID_HEADER, id);
+        if let Some(a) = attempt {
+            headers.insert(ATTEMPT_HEADER, a.to_string());
+        }
+        envelope::encode(&headers, b"body")
+    }
+
+    #[test]
+    fn copies_group_by_ezmq_id_and_merge_into_one_state() {
+        let topic = Topic::new("q").unwrap();
+        let d1 = "D-aaaaaaaa-xxxxxxxxxxxxxxxxxxxxxxxx-05a1";
+        let d2 = "D-aaaaaaaa-yyyyyyyyyyyyyyyyyyyyyyyy-05a1";
+        let d3 = "D-bbbbbbbb-zzzzzzzzzzzzzzzzzzzzzzzz-05a1";
+        let copies = vec![
+            // job-a: waiting on its creator, a replica elsewhere.
+            copy(
+                "aaaaaaaa11",
+                d1,
+                DisqueState::Active,
+                enveloped("job-a", None),
+                1_000,
+            ),
+            copy(
+                "bbbbbbbb22",
+                d1,
+                DisqueState::Active,
+                enveloped("job-a", None),
+                1_000,
+            ),
+            // job-b: a retry copy waiting, the delivered original.
+            copy(
+                "aaaaaaaa11",
+                d2,
+                DisqueState::Active,
+                enveloped("job-b", Some(2)),
+                5_000,
+            ),
+            // A foreign job: its Disque id is its id.
+            copy(
+                "bbbbbbbb22",
+                d3,
+                DisqueState::Queued,
+                Bytes::from_static(b"raw"),
+                1_000,
+            ),
+        ];
+        let jobs = group(&copies, &topic);
+        assert_eq!(jobs.len(), 3);
+        let a = jobs[&JobId::new("job-a")].info(&topic).unwrap();
+        assert_eq!(a.state, JobState::Scheduled);
+        assert!(a.due_at.is_some());
+        let b = jobs[&JobId::new("job-b")].info(&topic).unwrap();
+        assert_eq!((b.state, b.job.attempt()), (JobState::Retrying, 2));
+        let raw = jobs[&JobId::new(d3)].info(&topic).unwrap();
+        assert_eq!(
+            (raw.state, &raw.job.body()[..]),
+            (JobState::Ready, &b"raw"[..])
+        );
+
+        // An acked copy anywhere: finished, not listed.
+        let mut done = copies[..2].to_vec();
+        done[1].state = DisqueState::Acked;
+        assert!(group(&done, &topic)[&JobId::new("job-a")]
+            .info(&topic)
+            .is_none());
+        // Without the creator's copy, a replica whose queue time is its
+        // replication's (delay + retry) cannot tell: running.
+        let mut replica = copy(
+            "bbbbbbbb22",
+            d1,
+            DisqueState::Active,
+            enveloped("job-a", None),
+            1_000,
+        );
+        replica.requeue_in_ms = Some(90_000);
+        let replica = vec![replica];
+        let found = &group(&replica, &topic)[&JobId::new("job-a")];
+        assert_eq!(found.jobs[0].phase(), Phase::Delivered);
+    }
+}
