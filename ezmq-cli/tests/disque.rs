@@ -10,7 +10,7 @@ use support::disque_url;
 const CAPS: Caps = Caps {
     peek: true,
     in_flight: false,
-    job_store: false,
+    job_store: true,
 };
 
 #[tokio::test]

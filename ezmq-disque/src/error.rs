@@ -126,6 +126,25 @@ pub enum DisqueError {
     #[error("no Disque node is known")]
     NoNodes,
 
+    /// A job-store scan that concurrent callers shared failed (the first
+    /// caller's error, given to each of them).
+    #[error(transparent)]
+    Shared(std::sync::Arc<DisqueError>),
+
+    /// A job-control call (cancel, promote, reschedule) could not finish
+    /// safely; nothing unsafe was done unless `reason` says so.
+    #[error("job {job} of topic {topic}: {reason}")]
+    JobControl {
+        /// The topic.
+        topic: String,
+        /// The job's id.
+        job: String,
+        /// What happened.
+        reason: &'static str,
+        /// Whether calling again may succeed.
+        retryable: bool,
+    },
+
     /// An `ADDJOB` was sent to a node that still answers but its reply did
     /// not come in time (see [`DisqueError::may_have_run`]): the job may
     /// have been stored, so it is not sent to another node. Public APIs return it as
@@ -145,6 +164,9 @@ impl DisqueError {
             | DisqueError::NodeDown { .. }
             | DisqueError::NoNodes => true,
             DisqueError::Server { code, .. } => code == "NOREPL" || code == "LEAVING",
+            DisqueError::Partial(_) => true,
+            DisqueError::Shared(inner) => inner.is_retryable(),
+            DisqueError::JobControl { retryable, .. } => *retryable,
             _ => false,
         }
     }

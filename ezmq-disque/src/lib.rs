@@ -34,6 +34,7 @@ mod delivery;
 mod error;
 mod fan_out;
 mod health;
+mod job_store;
 mod mux;
 mod node;
 mod push_options;

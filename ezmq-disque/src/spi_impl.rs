@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{
     envelope, Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut,
-    Peek, QueueStats, ReplyChannel, Source,
+    JobStore, Peek, QueueStats, ReplyChannel, Source,
 };
 use ezmq_core::{Job, JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
 
@@ -104,6 +104,12 @@ impl Backend for DisqueBackend {
     }
 
     fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
+        Some(self)
+    }
+
+    /// Jobs by id and state from `JSCAN` on every node (see the crate
+    /// README's "Job store").
+    fn job_store(&self) -> Option<&dyn JobStore> {
         Some(self)
     }
 }

@@ -27,9 +27,7 @@ impl Broker for Disque {
 
     fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
         use ezmq_core::spi::{Capabilities, Capability};
-        Capabilities::all()
-            .without(Capability::IdempotentPush)
-            .without(Capability::JobStore)
+        Capabilities::all().without(Capability::IdempotentPush)
     }
 
     fn url(&self) -> String {

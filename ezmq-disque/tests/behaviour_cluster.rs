@@ -29,9 +29,7 @@ impl Broker for DisqueCluster {
 
     fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
         use ezmq_core::spi::{Capabilities, Capability};
-        Capabilities::all()
-            .without(Capability::IdempotentPush)
-            .without(Capability::JobStore)
+        Capabilities::all().without(Capability::IdempotentPush)
     }
 
     fn url(&self) -> String {

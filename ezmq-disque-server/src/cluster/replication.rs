@@ -267,8 +267,13 @@ impl Store {
         }
         if job.state == JobState::WaitRepl {
             job.state = JobState::Active;
+            // Disque sets the queue time at ADDJOB and keeps it through the
+            // replication (`jobReplicationAchieved` only wakes the job): a
+            // delayed job is due its delay after it was added, not after
+            // its copies were confirmed.
+            let added = job.ctime / 1_000_000;
             job.qtime = if job.delay > 0 {
-                now + u64::from(job.delay) * 1000
+                added + u64::from(job.delay) * 1000
             } else {
                 now + u64::from(job.retry) * 1000
             };

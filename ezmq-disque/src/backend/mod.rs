@@ -20,6 +20,7 @@ use crate::claim::ClaimMembers;
 use crate::config::DisqueConfig;
 use crate::error::DisqueError;
 use crate::fan_out::FanOutState;
+use crate::job_store::ScanBoard;
 use crate::node::{affinity_score, Node};
 
 /// In-flight deliveries remembered for routing `ACKJOB`/`NACK`/`WORKING`
@@ -77,6 +78,8 @@ pub(crate) struct Shared {
     pub(crate) fan_out: FanOutState,
     /// The node set exclusive claims are counted over.
     pub(crate) claims: ClaimMembers,
+    /// The job store's scans in flight, by topic.
+    pub(crate) job_scans: ScanBoard,
 }
 
 impl fmt::Debug for DisqueBackend {
@@ -223,6 +226,7 @@ impl Shared {
             refresher: StdMutex::new(None),
             fan_out: FanOutState::default(),
             claims: ClaimMembers::default(),
+            job_scans: ScanBoard::default(),
         }
     }
 
