@@ -8,7 +8,7 @@
 //! 2. **stamp**: the job's id and [`JobMeta`] headers
 //!    ([`JobMeta::stamp`]);
 //! 3. **unique key**: a push with one claims it under its id
-//!    ([`unique`](crate::unique)); a duplicate stops here;
+//!    ([`unique`]); a duplicate stops here;
 //! 4. **trace context, `send` span, metrics** ([`telemetry`]);
 //! 5. **the backend**: [`Backend::publish`], [`Backend::publish_batch`] or
 //!    [`FanOut::publish_to_groups`].

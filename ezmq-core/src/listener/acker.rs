@@ -26,7 +26,7 @@
 //! ever ACKed that did not succeed).
 //!
 //! Once a unique job is acknowledged, the acker gives its key back
-//! ([`unique`](crate::unique)); jobs without a key cost one header lookup.
+//! ([`unique`]); jobs without a key cost one header lookup.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

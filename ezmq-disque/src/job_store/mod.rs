@@ -81,7 +81,7 @@ impl DisqueBackend {
 
 #[async_trait]
 impl JobStore for DisqueBackend {
-    /// One scan of every node (see the [module docs](self)).
+    /// One scan of every node (see the module docs of `job_store`).
     async fn job(&self, topic: &Topic, id: &JobId) -> Result<Option<JobInfo>> {
         Ok(self
             .find(topic, id)
@@ -117,7 +117,7 @@ impl JobStore for DisqueBackend {
         Ok(u64::try_from(n).unwrap_or(u64::MAX))
     }
 
-    /// A scan, then `DEQUEUE` / `ACKJOB` as the [module docs](self) say.
+    /// A scan, then `DEQUEUE` / `ACKJOB` as the module docs of `job_store` say.
     async fn cancel(&self, topic: &Topic, id: &JobId) -> Result<Cancelled> {
         match self.find(topic, id).await? {
             Some(found) => self.cancel_found(topic, id, found).await,
