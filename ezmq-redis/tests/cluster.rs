@@ -315,3 +315,60 @@ async fn every_feature_on_a_three_master_cluster() {
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     drop(cluster);
 }
+
+/// The cluster as a broker of the behaviour suite.
+#[derive(Debug)]
+struct ClusterRedis {
+    url: String,
+}
+
+#[async_trait::async_trait]
+impl ezmq_conformance::Broker for ClusterRedis {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn expected_capabilities(&self) -> ezmq_core::spi::Capabilities {
+        ezmq_core::spi::Capabilities::all()
+    }
+
+    fn url(&self) -> String {
+        self.url.clone()
+    }
+
+    async fn connect(&self) -> ezmq_core::Result<ezmq_core::Client> {
+        let config: RedisConfig = self.url.parse()?;
+        ezmq_redis::connect(config).await
+    }
+}
+
+/// Job control on a real cluster: the behaviour-suite cases of unique
+/// keys, topic pauses, the job store and cron overlap, each of whose
+/// keys live on the slot of its topic (or claim). The 1,000-job cancel
+/// race runs on the single servers: its scripts run on one node either
+/// way, and 500 concurrent O(n) scans outlast the command timeout on a
+/// busy two-core machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_control_on_a_three_master_cluster() {
+    use ezmq_conformance::{cases, run};
+
+    if !support::can_start_redis_server() {
+        return;
+    }
+    let cluster = start_cluster().await;
+    let url = format!(
+        "redis+cluster://{}",
+        cluster
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    let broker = || ClusterRedis { url: url.clone() };
+    run(broker(), cases::unique_key_admits_one_job).await;
+    run(broker(), cases::pause_stops_every_listener_of_a_topic).await;
+    run(broker(), cases::job_store_sees_ready_and_retrying_jobs).await;
+    run(broker(), cases::cron_skips_overlapping_runs).await;
+    drop(cluster);
+}
