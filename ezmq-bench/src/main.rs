@@ -5,7 +5,8 @@
 //! latency (one topic and a mixed 20-topic load), request-reply round
 //! trips and the peak RSS under the 128-task push load. Redis and
 //! RabbitMQ: push and consume throughput and push → handler latency
-//! against a raw `redis`-crate / `lapin` loop. Prints one markdown table
+//! against a raw `redis`-crate / `lapin` loop. All three: a push batch of
+//! 50 (`push_batch`) against the broker's cheapest raw batch. Prints one markdown table
 //! per scenario (see `BENCHMARKS.md` at the repository root).
 //!
 //! ```text
@@ -125,6 +126,8 @@ enum Scenario {
     Rpc,
     /// Peak RSS under the 128-task push load only (Disque only).
     Memory,
+    /// Push batch of 50, raw batch vs `client.push_batch`, 1/16 tasks.
+    Batch,
 }
 
 fn main() -> ExitCode {
@@ -218,8 +221,9 @@ async fn run(args: Args) -> BoxResult<()> {
         push: wanted(Scenario::Push),
         consume: wanted(Scenario::Consume),
         latency: wanted(Scenario::Latency),
+        batch: wanted(Scenario::Batch),
     };
-    if backend(BackendKind::Redis) && (parts.push || parts.consume || parts.latency) {
+    if backend(BackendKind::Redis) && parts.any() {
         let url = &args.redis_url;
         match brokers::redis::RedisBench::connect(url).await {
             Ok(redis) => {
@@ -232,7 +236,7 @@ async fn run(args: Args) -> BoxResult<()> {
             Err(_) => println!("skipped: no broker at {url}\n"),
         }
     }
-    if backend(BackendKind::Rabbitmq) && (parts.push || parts.consume || parts.latency) {
+    if backend(BackendKind::Rabbitmq) && parts.any() {
         let url = &args.amqp_url;
         match brokers::rabbitmq::RabbitBench::connect(url).await {
             Ok(rabbit) => {
@@ -245,6 +249,7 @@ async fn run(args: Args) -> BoxResult<()> {
                         push: false,
                         consume: false,
                         latency: true,
+                        batch: false,
                     };
                     let rabbit = rabbit.with_classic_queues();
                     brokers::run(&rabbit, &settings, classic, &mut goals).await?;
@@ -299,6 +304,9 @@ async fn run_disque(
                 ]);
             }
         }
+    }
+    if wanted(Scenario::Batch) {
+        scenario::batch::run(&target, settings, goals).await?;
     }
     if wanted(Scenario::Consume) {
         let (t, r) = scenario::consume::run(&target, settings).await?;

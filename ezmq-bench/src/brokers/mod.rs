@@ -1,7 +1,8 @@
 //! Redis and RabbitMQ rows: the ezmq client against a raw client loop of
 //! the same broker, in the same run (raw and ezmq alternate, cell by
 //! cell): push throughput, consume throughput on a pre-filled queue, and
-//! push → handler latency at fixed rates.
+//! push → handler latency at fixed rates (and the batch scenario of
+//! [`crate::scenario::batch`]).
 //!
 //! Each broker implements [`RawBroker`] (its raw baseline and its ezmq
 //! client); the measuring code here is shared.
@@ -20,6 +21,7 @@ use futures::future::BoxFuture;
 use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::scenario::batch::{self, BatchBroker};
 use crate::scenario::latency::{self, Recorder, Spec, TAIL_WAIT};
 use crate::scenario::{unique_queue, Imp, Settings, FETCH_WAIT};
 use crate::stats::{ms, process_cpu, rate, us};
@@ -99,11 +101,20 @@ pub(crate) struct Parts {
     pub(crate) consume: bool,
     /// Push → handler latency.
     pub(crate) latency: bool,
+    /// Push batch of 50 ([`crate::scenario::batch`]).
+    pub(crate) batch: bool,
+}
+
+impl Parts {
+    /// Whether any part runs.
+    pub(crate) fn any(self) -> bool {
+        self.push || self.consume || self.latency || self.batch
+    }
 }
 
 /// Runs the chosen parts for broker `b`; prints its tables and adds its
 /// goals to `goals`.
-pub(crate) async fn run<B: RawBroker>(
+pub(crate) async fn run<B: RawBroker + BatchBroker>(
     b: &B,
     s: &Settings,
     parts: Parts,
@@ -123,6 +134,9 @@ pub(crate) async fn run<B: RawBroker>(
                 verdict(r >= GOAL_RATIO),
             ]);
         }
+    }
+    if parts.batch {
+        batch::run(b, s, goals).await?;
     }
     if parts.consume {
         let (t, r) = consume(b, s).await?;

@@ -1,6 +1,8 @@
 //! RabbitMQ: raw `lapin` publish-with-confirm / `basic.consume` + ack
 //! loops against `ezmq-rabbitmq`.
 
+mod batch;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,6 +1,8 @@
 //! Redis: raw `redis`-crate `XADD` / `XREADGROUP` + `XACK` loops against
 //! `ezmq-redis`.
 
+mod batch;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
 //! The scenarios and what they share: sizes, queue names, prefilling.
 
+pub(crate) mod batch;
 pub(crate) mod consume;
 pub(crate) mod latency;
 pub(crate) mod push;
