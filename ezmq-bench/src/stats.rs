@@ -103,6 +103,35 @@ pub(crate) fn mib(kib: Option<u64>) -> String {
     kib.map_or_else(|| "n/a".to_owned(), |k| format!("{:.1}", k as f64 / 1024.0))
 }
 
+/// The measuring window of a throughput cell whose tasks (in `set`) count
+/// what they sent in `done` until `stop`: waits out the warm-up, counts
+/// over `measure`, stops and joins the tasks (their first error fails the
+/// cell). Returns messages per second and CPU per message.
+pub(crate) async fn measure_window(
+    warm: std::time::Duration,
+    measure: std::time::Duration,
+    done: &std::sync::atomic::AtomicU64,
+    stop: &std::sync::atomic::AtomicBool,
+    set: &mut tokio::task::JoinSet<crate::BoxResult<()>>,
+) -> crate::BoxResult<(f64, Option<std::time::Duration>)> {
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
+
+    tokio::time::sleep(warm).await;
+    let (c0, t0, cpu0) = (done.load(Ordering::Relaxed), Instant::now(), process_cpu());
+    tokio::time::sleep(measure).await;
+    let (c1, t1, cpu1) = (done.load(Ordering::Relaxed), Instant::now(), process_cpu());
+    stop.store(true, Ordering::Relaxed);
+    while let Some(result) = set.join_next().await {
+        result??;
+    }
+    let cpu = match (cpu0, cpu1) {
+        (Some(a), Some(b)) if c1 > c0 => Some((b - a) / u32::try_from(c1 - c0).unwrap_or(u32::MAX)),
+        _ => None,
+    };
+    Ok(((c1 - c0) as f64 / (t1 - t0).as_secs_f64(), cpu))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,18 @@ struct Cluster {
     dir: std::path::PathBuf,
 }
 
+impl Cluster {
+    /// The `redis+cluster://` URL of every master.
+    fn url(&self) -> String {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}", nodes.join(","))
+    }
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         for node in &mut self.nodes {
@@ -107,15 +119,7 @@ async fn every_feature_on_a_three_master_cluster() {
         return;
     }
     let cluster = start_cluster().await;
-    let url = format!(
-        "redis+cluster://{}",
-        cluster
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect::<Vec<_>>()
-            .join(",")
-    );
+    let url = cluster.url();
     let config: RedisConfig = url.parse().unwrap();
     let config = config.with_lease(Duration::from_secs(2));
     let client = support::client(&config).await;
@@ -356,15 +360,7 @@ async fn job_control_on_a_three_master_cluster() {
         return;
     }
     let cluster = start_cluster().await;
-    let url = format!(
-        "redis+cluster://{}",
-        cluster
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect::<Vec<_>>()
-            .join(",")
-    );
+    let url = cluster.url();
     let broker = || ClusterRedis { url: url.clone() };
     run(broker(), cases::unique_key_admits_one_job).await;
     run(broker(), cases::pause_stops_every_listener_of_a_topic).await;

@@ -285,19 +285,7 @@ async fn push_cell(
             Ok(())
         });
     }
-    tokio::time::sleep(s.push_warm).await;
-    let (c0, t0, cpu0) = (done.load(Ordering::Relaxed), Instant::now(), process_cpu());
-    tokio::time::sleep(s.push_measure).await;
-    let (c1, t1, cpu1) = (done.load(Ordering::Relaxed), Instant::now(), process_cpu());
-    stop.store(true, Ordering::Relaxed);
-    while let Some(result) = set.join_next().await {
-        result??;
-    }
-    let cpu = match (cpu0, cpu1) {
-        (Some(a), Some(b)) if c1 > c0 => Some((b - a) / u32::try_from(c1 - c0).unwrap_or(u32::MAX)),
-        _ => None,
-    };
-    Ok(((c1 - c0) as f64 / (t1 - t0).as_secs_f64(), cpu))
+    crate::stats::measure_window(s.push_warm, s.push_measure, &done, &stop, &mut set).await
 }
 
 /// Fills `queue` with `n` messages through `sender`; not timed.

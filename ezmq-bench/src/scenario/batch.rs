@@ -12,7 +12,7 @@ pub(crate) mod disque;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use ezmq_core::{Client, MqClient, PushOptions};
@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 
 use crate::brokers::alternating;
 use crate::scenario::{unique_queue, Imp, Settings};
-use crate::stats::{process_cpu, rate, us};
+use crate::stats::{rate, us};
 use crate::table::{ratio, verdict, Table};
 use crate::BoxResult;
 
@@ -193,17 +193,5 @@ async fn batch_cell(
             Ok(())
         });
     }
-    tokio::time::sleep(s.push_warm).await;
-    let (c0, t0, cpu0) = (done.load(Ordering::Relaxed), Instant::now(), process_cpu());
-    tokio::time::sleep(s.push_measure).await;
-    let (c1, t1, cpu1) = (done.load(Ordering::Relaxed), Instant::now(), process_cpu());
-    stop.store(true, Ordering::Relaxed);
-    while let Some(result) = set.join_next().await {
-        result??;
-    }
-    let cpu = match (cpu0, cpu1) {
-        (Some(a), Some(b)) if c1 > c0 => Some((b - a) / u32::try_from(c1 - c0).unwrap_or(u32::MAX)),
-        _ => None,
-    };
-    Ok(((c1 - c0) as f64 / (t1 - t0).as_secs_f64(), cpu))
+    crate::stats::measure_window(s.push_warm, s.push_measure, &done, &stop, &mut set).await
 }
