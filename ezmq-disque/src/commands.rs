@@ -37,7 +37,7 @@ async fn addjob_on(
 
 /// Like [`as_string`], taking the reply (no copy of a bulk string); gives
 /// the value back when it is not a string.
-fn into_string(value: Value) -> std::result::Result<String, Value> {
+pub(crate) fn into_string(value: Value) -> std::result::Result<String, Value> {
     match value {
         Value::BulkString(b) => String::from_utf8(b).map_err(|e| Value::BulkString(e.into_bytes())),
         Value::SimpleString(s) => Ok(s),
@@ -50,7 +50,7 @@ fn into_string(value: Value) -> std::result::Result<String, Value> {
 /// Builds the `ADDJOB` of a push: explicit `REPLICATE`, `RETRY`, `TTL` and
 /// timeout, defaults from `cfg`, durations rounded up to whole seconds.
 /// Returns the command and its replication timeout.
-fn addjob_cmd(
+pub(crate) fn addjob_cmd(
     cfg: &DisqueConfig,
     node_count: u32,
     topic: &Topic,
@@ -125,7 +125,7 @@ pub(crate) fn abbreviate(value: &Value) -> String {
     s
 }
 
-fn unexpected(command: &'static str, node: &Node, value: &Value) -> DisqueError {
+pub(crate) fn unexpected(command: &'static str, node: &Node, value: &Value) -> DisqueError {
     DisqueError::UnexpectedReply {
         command,
         addr: node.addr().to_owned(),
@@ -178,7 +178,7 @@ fn partial(err: DisqueError) -> Error {
     Error::backend(DisqueError::Partial(Box::new(err)), true)
 }
 
-fn map_add_error(topic: &Topic, err: DisqueError) -> Error {
+pub(crate) fn map_add_error(topic: &Topic, err: DisqueError) -> Error {
     if let DisqueError::OutcomeUnknown(sent) = err {
         return Error::outcome_unknown(topic.as_str(), sent);
     }

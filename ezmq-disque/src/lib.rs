@@ -26,6 +26,7 @@
 //! clusters are handled (topic affinity, acknowledgements, queue lengths).
 
 mod backend;
+mod batch;
 mod claim;
 mod commands;
 mod config;

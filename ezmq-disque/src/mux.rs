@@ -250,6 +250,49 @@ impl Mux {
         Self::answer(reply).await
     }
 
+    /// Sends every command of `cmds` under one lock (one write, in order)
+    /// and awaits their replies, in order. Refused as a whole, before
+    /// anything is sent, when the connection failed or is closing.
+    pub(crate) async fn send_many(
+        &self,
+        cmds: &[redis::Cmd],
+    ) -> Result<Vec<Result<Value, MuxError>>, MuxError> {
+        let replies = {
+            let shared = &self.owner.shared;
+            let mut state = shared.lock();
+            if let Some(failure) = &state.failed {
+                return Err(failure.error().unsent());
+            }
+            if state.closing {
+                return Err(closed_by_client().error().unsent());
+            }
+            let wake = state.out.is_empty();
+            if state.waiting.is_empty() {
+                shared.head_since.store(stamp(), Ordering::Relaxed);
+            }
+            let mut replies = Vec::with_capacity(cmds.len());
+            for cmd in cmds {
+                cmd.write_packed_command(&mut state.out);
+                let (slot, reply) = oneshot::channel();
+                state.waiting.push_back(slot);
+                replies.push(reply);
+            }
+            shared
+                .in_flight
+                .store(state.waiting.len(), Ordering::Relaxed);
+            drop(state);
+            if wake {
+                shared.wake_writer.notify_one();
+            }
+            replies
+        };
+        let mut answers = Vec::with_capacity(replies.len());
+        for reply in replies {
+            answers.push(Self::answer(reply).await);
+        }
+        Ok(answers)
+    }
+
     /// Queues `cmd` and its reply slot, in the same order, under one lock.
     /// Refused once the connection failed, or is closing unless `closing`.
     fn enqueue(

@@ -146,6 +146,47 @@ impl Node {
         result
     }
 
+    /// Runs several non-blocking commands on one shared connection, sent
+    /// together in one write, within `timeout` for all of them: each
+    /// one's reply or error, in order, or the error of the whole send (a
+    /// timeout, a connection that failed). `None` when no connection is
+    /// open (the caller sends them one by one, which connects).
+    pub(crate) async fn query_many(
+        &self,
+        name: &'static str,
+        cmds: &[redis::Cmd],
+        timeout: Duration,
+    ) -> Option<Result<Vec<Result<Value, DisqueError>>, DisqueError>> {
+        let conn = self.pool.ready()?;
+        let replies = async {
+            conn.send_many(cmds)
+                .await
+                .map_err(|e| self.mux_error(name, e))
+        };
+        let outcome = self
+            .watched(name, replies, Duration::ZERO, timeout)
+            .await
+            .map(|replies| {
+                replies
+                    .into_iter()
+                    .map(|reply| reply.map_err(|e| self.mux_error(name, e)))
+                    .collect::<Vec<_>>()
+            });
+        match &outcome {
+            Ok(replies) => match replies.iter().find(|r| r.is_err()) {
+                Some(Err(DisqueError::Io { .. } | DisqueError::Connect { .. })) => {
+                    self.mark_down("connection failed");
+                }
+                _ => self.record(&Ok(Value::Okay)),
+            },
+            Err(DisqueError::Io { .. } | DisqueError::Connect { .. }) => {
+                self.mark_down("connection failed");
+            }
+            Err(_) => {}
+        }
+        Some(outcome)
+    }
+
     /// [`Node::query`] when a connection must be opened first; `timeout`
     /// covers the connect and the command.
     async fn query_connecting(

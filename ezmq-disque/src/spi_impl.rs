@@ -52,6 +52,16 @@ impl Backend for DisqueBackend {
             .map_or(disque_id, JobId::new))
     }
 
+    /// Every `ADDJOB` of the batch in one write to the topic's affinity
+    /// node (see `batch.rs`).
+    async fn publish_batch(
+        &self,
+        topic: &Topic,
+        jobs: &[(Bytes, PushOptions)],
+    ) -> Vec<Result<JobId>> {
+        self.add_batch(topic, jobs).await
+    }
+
     /// `GETJOB ... WITHCOUNTERS FROM <queue>` on the queue's affinity node.
     async fn receive(&self, source: &Source, max: usize, wait: Duration) -> Result<Vec<Delivery>> {
         let queue = match source {
