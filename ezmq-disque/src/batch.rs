@@ -1,5 +1,5 @@
 //! Batch push: every `ADDJOB` of a batch goes to the topic's affinity node
-//! in one write on its shared connection ([`Node::query_many`]), and the
+//! in one write on its shared connection ([`Node::query_many`](crate::node::Node::query_many)), and the
 //! replies come back in order — one round trip and one timer for the
 //! batch instead of one per job.
 //!
