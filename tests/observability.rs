@@ -530,3 +530,37 @@ fn amqp_url() -> String {
     std::env::var("EZMQ_TEST_AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
+
+/// A batch counts every job it stored: one sent message and one send
+/// duration each, like single pushes.
+#[tokio::test(flavor = "current_thread")]
+async fn a_batch_counts_every_job() {
+    let server = EmbeddedDisque::start(ServerConfig::default().with_port(0))
+        .await
+        .expect("embedded server");
+    let (observed, _tracing, recorder) = observe();
+    let _metrics = metrics::set_default_local_recorder(recorder);
+    let url = format!("disque://{}", server.addr());
+    let Some(client) = connect(&url, "disque").await else {
+        return;
+    };
+    let topic = unique("batch");
+    let jobs = (0..7)
+        .map(|n| (n.to_string().into(), ezmq::PushOptions::new()))
+        .collect();
+    for stored in client.push_batch(&topic, jobs).await.expect("batch") {
+        stored.expect("job stored");
+    }
+    let labels = [
+        (names::SYSTEM, "disque"),
+        (names::DESTINATION, topic.as_str()),
+    ];
+    let metrics = observed.metrics();
+    assert_eq!(metrics.counter(names::SENT_MESSAGES, &labels), 7);
+    assert_eq!(metrics.histogram_len(names::OPERATION_DURATION, &labels), 7);
+    client
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+    server.shutdown().await;
+}

@@ -153,6 +153,15 @@ impl Telemetry {
 
     /// Records a push that the broker confirmed after `started`.
     pub(crate) fn sent(&self, topic: &Topic, started: Instant) {
+        self.sent_many(topic, started, 1);
+    }
+
+    /// [`Telemetry::sent`] for `n` jobs sent together (a batch): one clock
+    /// read and one lookup for all of them.
+    pub(crate) fn sent_many(&self, topic: &Topic, started: Instant, n: usize) {
+        if n == 0 {
+            return;
+        }
         let seconds = started.elapsed().as_secs_f64();
         // The hot path: a read lock and one lookup, no clone.
         if let Some(handles) = self
@@ -161,8 +170,8 @@ impl Telemetry {
             .unwrap_or_else(PoisonError::into_inner)
             .get(topic)
         {
-            handles.sent.increment(1);
-            handles.duration.record(seconds);
+            handles.sent.increment(n as u64);
+            handles.duration.record_many(seconds, n);
             return;
         }
         let labels = base_labels(self.system, topic);
@@ -175,8 +184,8 @@ impl Telemetry {
         };
         let mut send = self.send.write().unwrap_or_else(PoisonError::into_inner);
         let handles = send.entry(topic.clone()).or_insert(handles);
-        handles.sent.increment(1);
-        handles.duration.record(seconds);
+        handles.sent.increment(n as u64);
+        handles.duration.record_many(seconds, n);
     }
 
     /// Records a push that failed with `error_type` after `started` (a

@@ -54,8 +54,12 @@ pub(crate) async fn publish_batch(
     let jobs: Vec<(Bytes, PushOptions)> = jobs
         .into_iter()
         .map(|(body, options)| {
-            let options = with_trace_context(&span, &options).into_owned();
-            (body, options)
+            // A copy only when the trace context adds headers.
+            let traced = match with_trace_context(&span, &options) {
+                std::borrow::Cow::Owned(traced) => Some(traced),
+                std::borrow::Cow::Borrowed(_) => None,
+            };
+            (body, traced.unwrap_or(options))
         })
         .collect();
     let started = Instant::now();
@@ -63,9 +67,11 @@ pub(crate) async fn publish_batch(
         .publish_batch(topic, &jobs)
         .instrument(span.clone())
         .await;
-    for result in &sent {
+    let stored = sent.iter().filter(|result| result.is_ok()).count();
+    telemetry.sent_many(topic, started, stored);
+    for err in sent.iter().filter_map(|result| result.as_ref().err()) {
         // Only the span's error type is kept: the last failure's.
-        count(telemetry, topic, &span, started, result.as_ref().err());
+        count(telemetry, topic, &span, started, Some(err));
     }
     sent
 }
