@@ -292,9 +292,10 @@ impl ExclusiveClaim for DisqueBackend {
             }
             if found.won.is_empty() {
                 if found.held() > 0 {
-                    // Callers that hold nodes sort it out between them.
+                    // Callers that hold nodes sort it out between them;
+                    // the holder to name is the one a majority ends with.
                     tracing::debug!(%key, round, held = found.held(), "claim held by other callers");
-                    return Ok(ClaimOutcome::Held(found.top_holder()));
+                    return Ok(ClaimOutcome::Held(self.settled_holder(key).await));
                 }
                 return Err(no_majority(key, found, members.len(), needed));
             }
@@ -364,6 +365,20 @@ impl ExclusiveClaim for DisqueBackend {
 }
 
 impl DisqueBackend {
+    /// The token a majority of the claim set ends up holding `key` under,
+    /// while other callers split its nodes: read again (after a random
+    /// pause) until one has a majority, for as long as their rounds take.
+    /// `None` when none has one by then.
+    async fn settled_holder(&self, key: &Topic) -> Option<String> {
+        for _ in 0..ROUNDS * 4 {
+            if let Ok(Some(token)) = self.holder(key).await {
+                return Some(token);
+            }
+            tokio::time::sleep(jitter()).await;
+        }
+        None
+    }
+
     /// The claim set's ids and the nodes of it this client knows.
     fn claim_set(&self) -> Result<(Vec<String>, Vec<Arc<Node>>)> {
         let table = self.shared.snapshot();
