@@ -532,7 +532,9 @@ fn amqp_url() -> String {
 }
 
 /// A batch counts every job it stored: one sent message and one send
-/// duration each, like single pushes.
+/// duration each, like single pushes; in an application span every job
+/// carries the trace context of the batch's `send` span, except one that
+/// came with its own.
 #[tokio::test(flavor = "current_thread")]
 async fn a_batch_counts_every_job() {
     let server = EmbeddedDisque::start(ServerConfig::default().with_port(0))
@@ -545,12 +547,51 @@ async fn a_batch_counts_every_job() {
         return;
     };
     let topic = unique("batch");
+    let own_parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
     let jobs = (0..7)
-        .map(|n| (n.to_string().into(), ezmq::PushOptions::new()))
+        .map(|n| {
+            let options = ezmq::PushOptions::new();
+            let options = if n == 0 {
+                options.with_header(ezmq::telemetry::TRACEPARENT_HEADER, own_parent)
+            } else {
+                options
+            };
+            (n.to_string().into(), options)
+        })
         .collect();
-    for stored in client.push_batch(&topic, jobs).await.expect("batch") {
+    let root = tracing::info_span!("signup");
+    let root_trace = {
+        use opentelemetry::trace::TraceContextExt;
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        root.context().span().span_context().trace_id()
+    };
+    let sent = {
+        use tracing::Instrument;
+        client.push_batch(&topic, jobs).instrument(root).await
+    };
+    for stored in sent.expect("batch") {
         stored.expect("job stored");
     }
+    let mut parents: Vec<String> = client
+        .peek(&topic, 10)
+        .await
+        .expect("peek")
+        .iter()
+        .map(|job| {
+            job.headers()
+                .get(ezmq::telemetry::TRACEPARENT_HEADER)
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    parents.sort();
+    parents.dedup();
+    assert_eq!(parents.len(), 2, "{parents:?}");
+    assert!(parents.iter().any(|p| p == own_parent), "{parents:?}");
+    assert!(
+        parents.iter().any(|p| p.contains(&root_trace.to_string())),
+        "{parents:?} in trace {root_trace}"
+    );
     let labels = [
         (names::SYSTEM, "disque"),
         (names::DESTINATION, topic.as_str()),

@@ -27,15 +27,24 @@ impl JobId {
     /// A new id: a UUIDv7, so ids sort by creation time (to the
     /// millisecond, then by a random tail).
     pub fn generate() -> Self {
-        thread_local! {
-            // One counter per thread keeps its ids increasing without the
-            // lock of uuid's shared context (ids of different threads
-            // still sort by millisecond).
-            static CONTEXT: uuid::ContextV7 = const { uuid::ContextV7::new() };
-        }
-        let uuid = CONTEXT.with(|context| uuid::Uuid::new_v7(uuid::Timestamp::now(context)));
+        Self::generate_at(std::time::SystemTime::now())
+    }
+
+    /// [`generate`](Self::generate) with the clock already read.
+    pub(crate) fn generate_at(now: std::time::SystemTime) -> Self {
+        let uuid = crate::job_id_gen::next_v7(now);
         let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
         JobId(Arc::from(&*uuid.hyphenated().encode_lower(&mut text)))
+    }
+
+    /// The id's text, shared (a header holding the id copies nothing).
+    pub(crate) fn shared(&self) -> &Arc<str> {
+        &self.0
+    }
+
+    /// The id whose text is `text`.
+    pub(crate) fn from_shared(text: Arc<str>) -> Self {
+        JobId(text)
     }
 
     /// The id as a string slice.

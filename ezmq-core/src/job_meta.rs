@@ -21,6 +21,7 @@
 //! A job pushed by another client (a raw Disque `ADDJOB`, say) has none of
 //! them: its id is the broker's, and the listener's policy applies.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::consume_options::Backoff;
@@ -108,11 +109,19 @@ impl JobMeta {
     /// hand). The id is, in this order: one already stamped, the
     /// producer's message id, a new UUIDv7.
     pub fn stamp(options: &mut PushOptions) -> JobId {
-        if let Some(id) = options.headers.get(MESSAGE_ID_HEADER) {
-            return JobId::new(id);
+        if let Some(id) = options.stamped_id() {
+            return id;
         }
-        // The clock is read only when something needs it: a plain push
-        // reads it once, in its UUIDv7.
+        Self::stamp_at(options, SystemTime::now())
+    }
+
+    /// [`stamp`](Self::stamp) with the clock already read: a batch reads
+    /// it once for all its jobs (their ids still increase, by the UUIDv7
+    /// counter).
+    pub(crate) fn stamp_at(options: &mut PushOptions, now: SystemTime) -> JobId {
+        if let Some(id) = options.stamped_id() {
+            return id;
+        }
         let given = options
             .message_id
             .as_deref()
@@ -122,27 +131,30 @@ impl JobMeta {
             Some(given) => {
                 options
                     .headers
-                    .insert(ENQUEUED_AT_HEADER, millis(SystemTime::now()).to_string());
+                    .insert_static(ENQUEUED_AT_HEADER, millis(now).to_string());
                 JobId::new(given)
             }
-            None => JobId::generate(),
+            None => JobId::generate_at(now),
         };
-        options.headers.insert(MESSAGE_ID_HEADER, id.as_str());
+        options
+            .headers
+            .insert_shared(MESSAGE_ID_HEADER, Arc::clone(id.shared()));
         if let Some(delay) = options.delay.filter(|d| !d.is_zero()) {
-            let now = SystemTime::now();
             let at = now.checked_add(delay).unwrap_or(now);
             options
                 .headers
-                .insert(RUN_AT_HEADER, millis(at).to_string());
+                .insert_static(RUN_AT_HEADER, millis(at).to_string());
         }
         if let Some(unique) = &options.unique {
             unique.stamp(&mut options.headers);
         }
         if let Some(max) = options.max_attempts {
-            options.headers.insert(MAX_ATTEMPTS_HEADER, max.to_string());
+            options
+                .headers
+                .insert_static(MAX_ATTEMPTS_HEADER, max.to_string());
         }
         if let Some(backoff) = &options.backoff {
-            options.headers.insert(
+            options.headers.insert_static(
                 BACKOFF_HEADER,
                 format!(
                     "{},{}",

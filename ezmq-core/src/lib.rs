@@ -60,6 +60,7 @@ mod handler;
 mod headers;
 mod hooks;
 mod job;
+mod job_id_gen;
 pub mod job_meta;
 mod listener;
 mod listener_builder;
@@ -77,7 +78,9 @@ pub use consume_options::{Backoff, ConsumeOptions, DeadLetter};
 pub use error::{BoxError, ConnectFailure, Error, Result};
 pub use ext::MqClientExt;
 pub use handler::{handler_fn, json_handler, Handler, HandlerFn, Permanent};
-pub use headers::{Headers, ATTEMPT_HEADER, MESSAGE_ID_HEADER, RESERVED_HEADER_PREFIX};
+pub use headers::{
+    Headers, HeadersIter, ATTEMPT_HEADER, MESSAGE_ID_HEADER, RESERVED_HEADER_PREFIX,
+};
 pub use hooks::{FailedAttempt, ListenerHooks};
 pub use job::{Job, JobId};
 pub use job_meta::JobMeta;

@@ -16,6 +16,8 @@
 //! What later features add to every push (priorities) goes between 2 and
 //! 4, once, here.
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
@@ -58,13 +60,11 @@ pub(crate) async fn publish_batch(
     topic: &Topic,
     jobs: Vec<(Bytes, PushOptions)>,
 ) -> Vec<Result<JobId>> {
-    let mut ids = Vec::with_capacity(jobs.len());
-    let stamped: Vec<(Bytes, PushOptions)> = jobs
-        .into_iter()
-        .map(|(body, mut options)| {
-            ids.push(JobMeta::stamp(&mut options));
-            (body, options)
-        })
+    let now = std::time::SystemTime::now();
+    let mut stamped = jobs;
+    let ids: Vec<JobId> = stamped
+        .iter_mut()
+        .map(|(_, options)| JobMeta::stamp_at(options, now))
         .collect();
     if stamped.iter().all(|(_, options)| options.unique.is_none()) {
         let sent = telemetry::publish_batch(telemetry, backend, topic, stamped).await;
@@ -79,7 +79,10 @@ pub(crate) async fn publish_batch(
 
 /// A batch with unique keys: the keys are claimed together, the jobs that
 /// won theirs (and those without a key) are sent as one batch, and the
-/// keys of jobs the broker refused are given back.
+/// keys of jobs the broker refused are given back. Within the batch the
+/// first job of a key claims it; a later job with the same key is a
+/// duplicate of whatever that claim found (the first job itself when it
+/// won), so the job stored for a key is its first in the batch.
 async fn publish_unique_batch(
     telemetry: &Telemetry,
     backend: &dyn Backend,
@@ -87,16 +90,58 @@ async fn publish_unique_batch(
     ids: Vec<JobId>,
     stamped: Vec<(Bytes, PushOptions)>,
 ) -> Vec<Result<JobId>> {
-    let claims = stamped
+    // For each job, the index of the batch's first job with its key when
+    // that is an earlier one.
+    let mut first_of_key: HashMap<&str, usize> = HashMap::new();
+    let earlier: Vec<Option<usize>> = stamped
         .iter()
-        .zip(&ids)
-        .map(|((_, options), id)| async move {
-            match &options.unique {
-                Some(unique) => unique::claim(backend, topic, unique, id).await.map(Some),
-                None => Ok(None),
+        .enumerate()
+        .map(|(i, (_, options))| {
+            let key = options.unique.as_ref()?.key();
+            match first_of_key.get(key) {
+                Some(&first) => Some(first),
+                None => {
+                    first_of_key.insert(key, i);
+                    None
+                }
             }
-        });
-    let claimed = futures::future::join_all(claims).await;
+        })
+        .collect();
+    let claims =
+        stamped
+            .iter()
+            .zip(&ids)
+            .zip(&earlier)
+            .map(|(((_, options), id), earlier)| async move {
+                match (&options.unique, earlier) {
+                    (Some(unique), None) => {
+                        unique::claim(backend, topic, unique, id).await.map(Some)
+                    }
+                    _ => Ok(None),
+                }
+            });
+    let mut claimed = futures::future::join_all(claims).await;
+    for (i, first) in earlier.iter().enumerate() {
+        let Some(first) = *first else { continue };
+        let Some(unique) = stamped.get(i).and_then(|(_, o)| o.unique.as_ref()) else {
+            continue;
+        };
+        let outcome = match claimed.get(first) {
+            Some(Ok(_)) => Err(unique::duplicate(topic, unique, ids.get(first).cloned())),
+            Some(Err(Error::Duplicate { existing, .. })) => {
+                Err(unique::duplicate(topic, unique, existing.clone()))
+            }
+            // The first one's claim failed otherwise: this one tries its
+            // own.
+            _ => match ids.get(i) {
+                Some(id) => unique::claim(backend, topic, unique, id).await.map(Some),
+                None => continue,
+            },
+        };
+        if let Some(slot) = claimed.get_mut(i) {
+            *slot = outcome;
+        }
+    }
     let sending = stamped
         .into_iter()
         .zip(&claimed)

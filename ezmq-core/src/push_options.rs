@@ -191,6 +191,27 @@ impl PushOptions {
         self.job_id.as_deref()
     }
 
+    /// The job id [`JobMeta::stamp`](crate::JobMeta::stamp) wrote into
+    /// these options' [`MESSAGE_ID_HEADER`](crate::MESSAGE_ID_HEADER): what
+    /// a [`Backend`](crate::spi::Backend) returns for the push. `None`
+    /// before the stamp. Reading it copies nothing when the header still
+    /// holds the stamped id.
+    ///
+    /// ```
+    /// use ezmq_core::{JobMeta, PushOptions};
+    ///
+    /// let mut options = PushOptions::new();
+    /// assert!(options.stamped_id().is_none());
+    /// let id = JobMeta::stamp(&mut options);
+    /// assert_eq!(options.stamped_id(), Some(id));
+    /// ```
+    pub fn stamped_id(&self) -> Option<JobId> {
+        match self.headers.get_shared(crate::MESSAGE_ID_HEADER) {
+            Some(shared) => Some(JobId::from_shared(Arc::clone(shared))),
+            None => self.headers.get(crate::MESSAGE_ID_HEADER).map(JobId::new),
+        }
+    }
+
     /// Attaches options for one backend (for instance
     /// `ezmq_disque::DisquePushOptions`); other backends ignore them.
     #[must_use]

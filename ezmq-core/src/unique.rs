@@ -106,9 +106,9 @@ impl UniqueKey {
 
     /// Writes the key into a job's headers.
     pub(crate) fn stamp(&self, headers: &mut Headers) {
-        headers.insert(UNIQUE_KEY_HEADER, self.key.as_str());
+        headers.insert_static(UNIQUE_KEY_HEADER, self.key.as_str().to_owned());
         if self.until_ttl {
-            headers.insert(UNIQUE_RELEASE_HEADER, "ttl");
+            headers.insert_static(UNIQUE_RELEASE_HEADER, "ttl".to_owned());
         }
     }
 }
@@ -157,11 +157,16 @@ pub(crate) async fn claim(
             name,
             id: id.clone(),
         }),
-        ClaimOutcome::Held(holder) => Err(Error::Duplicate {
-            topic: topic.as_str().to_owned(),
-            key: unique.key.clone(),
-            existing: holder.map(JobId::new),
-        }),
+        ClaimOutcome::Held(holder) => Err(duplicate(topic, unique, holder.map(JobId::new))),
+    }
+}
+
+/// The refusal of a push whose `unique` key job `existing` holds.
+pub(crate) fn duplicate(topic: &Topic, unique: &UniqueKey, existing: Option<JobId>) -> Error {
+    Error::Duplicate {
+        topic: topic.as_str().to_owned(),
+        key: unique.key.clone(),
+        existing,
     }
 }
 

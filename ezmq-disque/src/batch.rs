@@ -1,5 +1,6 @@
 //! Batch push: every `ADDJOB` of a batch goes to the topic's affinity node
-//! in one write on its shared connection ([`Node::query_many`](crate::node::Node::query_many)), and the
+//! in one write on its shared connection ([`Node::query_many`](crate::node::Node::query_many), the
+//! commands written in place by [`PackedAddJobs`]), and the
 //! replies come back in order — one round trip and one timer for the
 //! batch instead of one per job.
 //!
@@ -11,11 +12,11 @@
 //! single push.
 
 use bytes::Bytes;
-use ezmq_core::spi::envelope;
-use ezmq_core::{JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
+use ezmq_core::{JobId, PushOptions, Result, Topic};
 
+use crate::addjob::PackedAddJobs;
 use crate::backend::{affinity_order, DisqueBackend};
-use crate::commands::{addjob_cmd, into_string, map_add_error, unexpected};
+use crate::commands::{into_string, map_add_error, unexpected};
 use crate::error::DisqueError;
 use crate::push_options::DisquePushOptions;
 
@@ -37,18 +38,17 @@ impl DisqueBackend {
         let nodes = shared.snapshot();
         let node_count = u32::try_from(nodes.len()).unwrap_or(u32::MAX);
         let order = affinity_order(nodes, topic);
-        let mut cmds = Vec::with_capacity(jobs.len());
-        let mut longest = std::time::Duration::ZERO;
+        let body_len = jobs.first().map_or(0, |(body, _)| body.len());
+        let mut packed = PackedAddJobs::with_capacity(jobs.len(), body_len);
         for (body, options) in jobs {
-            let stored = if options.headers.is_empty() {
-                body.clone()
-            } else {
-                envelope::encode(&options.headers, body)
-            };
-            let (cmd, add_timeout) =
-                addjob_cmd(&shared.config, node_count, topic, &stored, options);
-            longest = longest.max(add_timeout);
-            cmds.push(cmd);
+            packed.push(
+                &shared.config,
+                node_count,
+                topic,
+                &options.headers,
+                body,
+                options,
+            );
         }
         let invalid = jobs.iter().any(|(_, options)| {
             options
@@ -57,8 +57,12 @@ impl DisqueBackend {
         });
         let sent = match order.first() {
             Some(first) if !invalid => {
-                let timeout = longest.saturating_add(shared.config.command_timeout);
-                first.query_many("ADDJOB", &cmds, timeout).await
+                let timeout = packed
+                    .longest_timeout()
+                    .saturating_add(shared.config.command_timeout);
+                first
+                    .query_many("ADDJOB", packed.bytes(), packed.count(), timeout)
+                    .await
             }
             _ => None,
         };
@@ -131,7 +135,6 @@ impl DisqueBackend {
 /// The id a stored job is known by: its ezmq id, else Disque's.
 fn job_id(options: &PushOptions, disque_id: String) -> JobId {
     options
-        .headers
-        .get(MESSAGE_ID_HEADER)
-        .map_or_else(|| JobId::new(disque_id), JobId::new)
+        .stamped_id()
+        .unwrap_or_else(|| JobId::new(disque_id))
 }

@@ -80,8 +80,8 @@ use ezmq_core::spi::{ClaimOutcome, ExclusiveClaim};
 use ezmq_core::{Error, Result, Topic};
 use futures::stream::{FuturesUnordered, StreamExt};
 
+use crate::addjob::ceil_secs;
 use crate::backend::DisqueBackend;
-use crate::commands::ceil_secs;
 use crate::error::DisqueError;
 use crate::node::{as_string, as_u64, Node};
 
@@ -257,58 +257,15 @@ impl ExclusiveClaim for DisqueBackend {
     /// seconds, at least 1 s.
     async fn try_claim(&self, key: &Topic, hold: Duration) -> Result<bool> {
         let token = uuid::Uuid::new_v4().simple().to_string();
-        Ok(self.claim(key, &token, hold).await? == ClaimOutcome::Won)
+        let outcome = self.claim_rounds(key, &token, hold, false).await?;
+        Ok(outcome == ClaimOutcome::Won)
     }
 
     /// The claim of [`ExclusiveClaim::try_claim`] under `token`. Lost to a
     /// caller with a majority: its token; lost while other callers split
-    /// the nodes: the token holding the most nodes.
+    /// the nodes: the token a majority ends with.
     async fn claim(&self, key: &Topic, token: &str, hold: Duration) -> Result<ClaimOutcome> {
-        self.ensure_open()?;
-        let (members, nodes) = self.claim_set()?;
-        let absent = members.len() - nodes.len();
-        let needed = members.len() / 2 + 1;
-        let timeout = self.config().command_timeout.min(NODE_TIMEOUT);
-        let claim = &claim_cmd(key, token, hold, timeout);
-        for round in 1..=ROUNDS {
-            let mut found = Round {
-                unknown: absent,
-                ..Round::default()
-            };
-            let outcome = collect(&nodes, key, token, claim, timeout, needed, &mut found).await;
-            match outcome {
-                Outcome::Won => {
-                    tracing::debug!(%key, round, won = found.won.len(), nodes = members.len(), "claim won");
-                    return Ok(ClaimOutcome::Won);
-                }
-                Outcome::Lost => {
-                    // Our nodes stay held (until `hold`): a late caller of
-                    // the same key then finds no free majority even if one
-                    // of the winner's nodes loses its jobs.
-                    tracing::debug!(%key, round, held = found.most_held(), "claim held by another caller");
-                    return Ok(ClaimOutcome::Held(found.top_holder()));
-                }
-                Outcome::Undecided => {}
-            }
-            if found.won.is_empty() {
-                if found.held() > 0 {
-                    // Callers that hold nodes sort it out between them;
-                    // the holder to name is the one a majority ends with.
-                    tracing::debug!(%key, round, held = found.held(), "claim held by other callers");
-                    return Ok(ClaimOutcome::Held(self.settled_holder(key).await));
-                }
-                return Err(no_majority(key, found, members.len(), needed));
-            }
-            // Some yes, no majority: give our nodes back so another caller
-            // (or our next round) can make one.
-            give_back(key, &found.won, timeout).await;
-            if found.held() == 0 || round == ROUNDS {
-                return Err(no_majority(key, found, members.len(), needed));
-            }
-            tracing::debug!(%key, round, won = found.won.len(), held = found.held(), "claim split; retrying");
-            tokio::time::sleep(jitter()).await;
-        }
-        Ok(ClaimOutcome::Held(None))
+        self.claim_rounds(key, token, hold, true).await
     }
 
     /// The token a majority of the claim set holds `key` under (`QPEEK` on
@@ -365,6 +322,69 @@ impl ExclusiveClaim for DisqueBackend {
 }
 
 impl DisqueBackend {
+    /// The rounds of a claim under `token`. Lost while other callers
+    /// split the nodes, the holder is read again while their rounds run
+    /// when `name_holder` (a caller that only asks whether it won, such as
+    /// [`ExclusiveClaim::try_claim`], does not wait for that).
+    async fn claim_rounds(
+        &self,
+        key: &Topic,
+        token: &str,
+        hold: Duration,
+        name_holder: bool,
+    ) -> Result<ClaimOutcome> {
+        self.ensure_open()?;
+        let (members, nodes) = self.claim_set()?;
+        let absent = members.len() - nodes.len();
+        let needed = members.len() / 2 + 1;
+        let timeout = self.config().command_timeout.min(NODE_TIMEOUT);
+        let claim = &claim_cmd(key, token, hold, timeout);
+        for round in 1..=ROUNDS {
+            let mut found = Round {
+                unknown: absent,
+                ..Round::default()
+            };
+            let outcome = collect(&nodes, key, token, claim, timeout, needed, &mut found).await;
+            match outcome {
+                Outcome::Won => {
+                    tracing::debug!(%key, round, won = found.won.len(), nodes = members.len(), "claim won");
+                    return Ok(ClaimOutcome::Won);
+                }
+                Outcome::Lost => {
+                    // Our nodes stay held (until `hold`): a late caller of
+                    // the same key then finds no free majority even if one
+                    // of the winner's nodes loses its jobs.
+                    tracing::debug!(%key, round, held = found.most_held(), "claim held by another caller");
+                    return Ok(ClaimOutcome::Held(found.top_holder()));
+                }
+                Outcome::Undecided => {}
+            }
+            if found.won.is_empty() {
+                if found.held() > 0 {
+                    // Callers that hold nodes sort it out between them;
+                    // the holder to name is the one a majority ends with.
+                    tracing::debug!(%key, round, held = found.held(), "claim held by other callers");
+                    let holder = if name_holder {
+                        self.settled_holder(key).await
+                    } else {
+                        None
+                    };
+                    return Ok(ClaimOutcome::Held(holder));
+                }
+                return Err(no_majority(key, found, members.len(), needed));
+            }
+            // Some yes, no majority: give our nodes back so another caller
+            // (or our next round) can make one.
+            give_back(key, &found.won, timeout).await;
+            if found.held() == 0 || round == ROUNDS {
+                return Err(no_majority(key, found, members.len(), needed));
+            }
+            tracing::debug!(%key, round, won = found.won.len(), held = found.held(), "claim split; retrying");
+            tokio::time::sleep(jitter()).await;
+        }
+        Ok(ClaimOutcome::Held(None))
+    }
+
     /// The token a majority of the claim set ends up holding `key` under,
     /// while other callers split its nodes: read again (after a random
     /// pause) until one has a majority, for as long as their rounds take.

@@ -12,11 +12,10 @@ use bytes::Bytes;
 use ezmq_core::{Error, Job, JobId, PushOptions, Result, Topic};
 use redis::Value;
 
+use crate::addjob::addjob_cmd;
 use crate::backend::{affinity_order, DisqueBackend};
-use crate::config::DisqueConfig;
 use crate::error::DisqueError;
 use crate::node::{as_string, as_u64, Node};
-use crate::push_options::DisquePushOptions;
 
 /// One `ADDJOB` on `node`; an error after it was sent becomes
 /// [`DisqueError::OutcomeUnknown`], which is never failed over.
@@ -45,71 +44,6 @@ pub(crate) fn into_string(value: Value) -> std::result::Result<String, Value> {
         Value::Int(i) => Ok(i.to_string()),
         other => Err(other),
     }
-}
-
-/// Builds the `ADDJOB` of a push: explicit `REPLICATE`, `RETRY`, `TTL` and
-/// timeout, defaults from `cfg`, durations rounded up to whole seconds.
-/// Returns the command and its replication timeout.
-pub(crate) fn addjob_cmd(
-    cfg: &DisqueConfig,
-    node_count: u32,
-    topic: &Topic,
-    body: &[u8],
-    options: &PushOptions,
-) -> (redis::Cmd, Duration) {
-    let default_disque = DisquePushOptions::default();
-    let disque = options
-        .backend_options::<DisquePushOptions>()
-        .unwrap_or(&default_disque);
-    let (replicate, retry) = if disque.at_most_once {
-        (1, 0)
-    } else {
-        let replicate = disque
-            .replicate
-            .or(cfg.default_replicate)
-            .unwrap_or_else(|| node_count.clamp(1, 2));
-        let retry = ceil_secs(disque.retry.unwrap_or(cfg.default_retry)).max(1);
-        (replicate, retry)
-    };
-    let delay = options.delay.map(ceil_secs).unwrap_or(0);
-    let mut ttl = ceil_secs(options.ttl.unwrap_or(cfg.default_ttl)).max(1);
-    if delay >= ttl {
-        // Disque refuses DELAY >= TTL: an explicit TTL only lost to the
-        // rounding, a default TTL counts from the end of the delay.
-        ttl = if options.ttl.is_some() {
-            delay + 1
-        } else {
-            delay + ttl
-        };
-    }
-    let timeout = disque.timeout.unwrap_or(cfg.default_add_timeout);
-    let timeout_ms = u64::try_from(timeout.as_millis())
-        .unwrap_or(u64::MAX)
-        .max(1);
-    let mut cmd = redis::cmd("ADDJOB");
-    cmd.arg(topic.as_str())
-        .arg(body)
-        .arg(timeout_ms)
-        .arg("REPLICATE")
-        .arg(replicate)
-        .arg("RETRY")
-        .arg(retry)
-        .arg("TTL")
-        .arg(ttl);
-    if delay > 0 {
-        cmd.arg("DELAY").arg(delay);
-    }
-    if let Some(maxlen) = disque.maxlen {
-        cmd.arg("MAXLEN").arg(maxlen);
-    }
-    if disque.async_replication {
-        cmd.arg("ASYNC");
-    }
-    (cmd, timeout)
-}
-
-pub(crate) fn ceil_secs(d: Duration) -> u64 {
-    d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
 pub(crate) fn abbreviate(value: &Value) -> String {
@@ -520,14 +454,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rounds_up() {
-        assert_eq!(ceil_secs(Duration::from_millis(1)), 1);
-        assert_eq!(ceil_secs(Duration::from_millis(1000)), 1);
-        assert_eq!(ceil_secs(Duration::from_millis(1001)), 2);
-        assert_eq!(ceil_secs(Duration::ZERO), 0);
-    }
-
-    #[test]
     fn parses_jobs_with_counters() {
         let bulk = |s: &str| Value::BulkString(s.as_bytes().to_vec());
         let v = Value::Array(vec![Value::Array(vec![
@@ -544,54 +470,6 @@ mod tests {
         assert_eq!(job.body().as_ref(), b"body");
         assert_eq!(job.attempt(), 6, "1 + 2 nacks + 3 additional deliveries");
         assert!(parse_jobs_for_test(&Value::Nil).is_empty());
-    }
-
-    fn args(cmd: &redis::Cmd) -> Vec<String> {
-        cmd.args_iter()
-            .map(|a| match a {
-                redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
-                _ => "<other>".to_owned(),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn addjob_is_always_explicit() {
-        let cfg = DisqueConfig::default();
-        let t = Topic::new("q").unwrap();
-        let (cmd, timeout) = addjob_cmd(&cfg, 1, &t, b"b", &PushOptions::new());
-        assert_eq!(
-            args(&cmd).join(" "),
-            "ADDJOB q b 5000 REPLICATE 1 RETRY 30 TTL 86400"
-        );
-        assert_eq!(timeout, Duration::from_secs(5));
-
-        let opts = PushOptions::new()
-            .with_delay(Duration::from_millis(1500))
-            .with_ttl(Duration::from_millis(60_001))
-            .with_backend_options(
-                DisquePushOptions::new()
-                    .with_retry(Duration::from_millis(200))
-                    .with_maxlen(9)
-                    .with_async_replication(true)
-                    .with_timeout(Duration::from_millis(250)),
-            );
-        let (cmd, _) = addjob_cmd(&cfg, 5, &t, b"b", &opts);
-        assert_eq!(
-            args(&cmd).join(" "),
-            "ADDJOB q b 250 REPLICATE 2 RETRY 1 TTL 61 DELAY 2 MAXLEN 9 ASYNC"
-        );
-
-        let once = PushOptions::new()
-            .with_backend_options(DisquePushOptions::new().with_at_most_once(true));
-        let (cmd, _) = addjob_cmd(&cfg, 5, &t, b"b", &once);
-        let a = args(&cmd);
-        assert_eq!(a[4..8], ["REPLICATE", "1", "RETRY", "0"]);
-
-        // A delay past the default TTL pushes the TTL out.
-        let opts = PushOptions::new().with_delay(Duration::from_secs(2 * 86400));
-        let (cmd, _) = addjob_cmd(&cfg, 3, &t, b"b", &opts);
-        assert_eq!(args(&cmd)[9], (3 * 86400).to_string());
     }
 
     fn parse_jobs_for_test(v: &Value) -> Vec<Job> {

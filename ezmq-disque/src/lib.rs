@@ -25,6 +25,7 @@
 //! See the crate README for the configuration defaults and how multi-node
 //! clusters are handled (topic affinity, acknowledgements, queue lengths).
 
+mod addjob;
 mod backend;
 mod batch;
 mod claim;

@@ -250,12 +250,14 @@ impl Mux {
         Self::answer(reply).await
     }
 
-    /// Sends every command of `cmds` under one lock (one write, in order)
-    /// and awaits their replies, in order. Refused as a whole, before
-    /// anything is sent, when the connection failed or is closing.
+    /// Sends `count` commands already written in RESP (`packed`) under one
+    /// lock (one write, in order) and awaits their replies, in order.
+    /// Refused as a whole, before anything is sent, when the connection
+    /// failed or is closing.
     pub(crate) async fn send_many(
         &self,
-        cmds: &[redis::Cmd],
+        packed: &[u8],
+        count: usize,
     ) -> Result<Vec<Result<Value, MuxError>>, MuxError> {
         let replies = {
             let shared = &self.owner.shared;
@@ -270,9 +272,9 @@ impl Mux {
             if state.waiting.is_empty() {
                 shared.head_since.store(stamp(), Ordering::Relaxed);
             }
-            let mut replies = Vec::with_capacity(cmds.len());
-            for cmd in cmds {
-                cmd.write_packed_command(&mut state.out);
+            state.out.extend_from_slice(packed);
+            let mut replies = Vec::with_capacity(count);
+            for _ in 0..count {
                 let (slot, reply) = oneshot::channel();
                 state.waiting.push_back(slot);
                 replies.push(reply);

@@ -146,20 +146,21 @@ impl Node {
         result
     }
 
-    /// Runs several non-blocking commands on one shared connection, sent
-    /// together in one write, within `timeout` for all of them: each
+    /// Runs `count` non-blocking commands, written in RESP in `packed`, on
+    /// one shared connection, sent together in one write, within `timeout` for all of them: each
     /// one's reply or error, in order, or the error of the whole send (a
     /// timeout, a connection that failed). `None` when no connection is
     /// open (the caller sends them one by one, which connects).
     pub(crate) async fn query_many(
         &self,
         name: &'static str,
-        cmds: &[redis::Cmd],
+        packed: &[u8],
+        count: usize,
         timeout: Duration,
     ) -> Option<Result<Vec<Result<Value, DisqueError>>, DisqueError>> {
         let conn = self.pool.ready()?;
         let replies = async {
-            conn.send_many(cmds)
+            conn.send_many(packed, count)
                 .await
                 .map_err(|e| self.mux_error(name, e))
         };

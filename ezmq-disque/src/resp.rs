@@ -123,6 +123,15 @@ fn scan(buf: &[u8], pos: usize, depth: usize) -> Result<Option<usize>, ProtocolE
     }
 }
 
+/// `text` as a string (checked fast when it is UTF-8, as a node's ids
+/// and messages are).
+fn text_of(text: &[u8]) -> String {
+    match std::str::from_utf8(text) {
+        Ok(text) => text.to_owned(),
+        Err(_) => String::from_utf8_lossy(text).into_owned(),
+    }
+}
+
 /// Builds the reply at `*pos`, already checked complete and well formed by
 /// [`scan`], and moves `*pos` past it. The first error reply met is put in
 /// `error`.
@@ -136,9 +145,9 @@ fn build(buf: &[u8], pos: &mut usize, error: &mut Option<String>) -> Value {
     *pos = next;
     match kind {
         b'+' if text == b"OK" => Value::Okay,
-        b'+' => Value::SimpleString(String::from_utf8_lossy(text).into_owned()),
+        b'+' => Value::SimpleString(text_of(text)),
         b'-' => {
-            error.get_or_insert_with(|| String::from_utf8_lossy(text).into_owned());
+            error.get_or_insert_with(|| text_of(text));
             Value::Nil
         }
         b':' => Value::Int(number(text).unwrap_or_default()),

@@ -46,10 +46,7 @@ impl Backend for DisqueBackend {
         }
         let stored = envelope::encode(&options.headers, &body);
         let disque_id = self.add(topic, stored, options).await?;
-        Ok(options
-            .headers
-            .get(MESSAGE_ID_HEADER)
-            .map_or(disque_id, JobId::new))
+        Ok(options.stamped_id().unwrap_or(disque_id))
     }
 
     /// Every `ADDJOB` of the batch in one write to the topic's affinity

@@ -104,19 +104,42 @@ pub(crate) async fn send(
     };
     tracing::debug!(topic = %topic, jobs = outs.len(), "batch published");
 
-    // Results, in order; the jobs to send again alone go concurrently.
-    let finished =
-        futures::future::join_all(outs.iter().zip(outcomes).map(|(out, outcome)| async move {
-            match outcome {
-                Ok(()) => Ok(()),
-                Err(Some(err)) => Err(publish::outcome_unknown(out, err)),
-                Err(None) => publish::send(inner, out).await,
+    // Results, in order; the jobs to send again alone go concurrently
+    // (only those: the common batch settles without another future).
+    let mut results: Vec<Option<Result<()>>> = Vec::with_capacity(outs.len());
+    let mut again = Vec::new();
+    for (i, (out, outcome)) in outs.iter().zip(outcomes).enumerate() {
+        results.push(match outcome {
+            Ok(()) => Some(Ok(())),
+            Err(Some(err)) => Some(Err(publish::outcome_unknown(out, err))),
+            Err(None) => {
+                again.push((i, publish::send(inner, out)));
+                None
             }
-        }))
-        .await;
-    ids.into_iter()
-        .zip(finished)
-        .map(|(id, sent)| sent.map(|()| id))
+        });
+    }
+    if !again.is_empty() {
+        let (which, sends): (Vec<usize>, Vec<_>) = again.into_iter().unzip();
+        for (i, sent) in which
+            .into_iter()
+            .zip(futures::future::join_all(sends).await)
+        {
+            if let Some(slot) = results.get_mut(i) {
+                *slot = Some(sent);
+            }
+        }
+    }
+    ids.iter()
+        .zip(results)
+        .map(|(id, sent)| {
+            sent.unwrap_or_else(|| {
+                Err(ezmq_core::Error::backend(
+                    "a job of the batch got no result",
+                    false,
+                ))
+            })
+            .map(|()| id.clone())
+        })
         .collect()
 }
 

@@ -366,8 +366,8 @@ pub(crate) fn unix_millis() -> u64 {
 /// ([`MESSAGE_ID_HEADER`]), else the producer's message id, else (a
 /// backend called without core's producer pipeline) a new UUIDv7.
 pub(crate) fn push_id(options: &PushOptions) -> JobId {
-    if let Some(id) = options.headers.get(MESSAGE_ID_HEADER) {
-        return JobId::new(id);
+    if let Some(id) = options.stamped_id() {
+        return id;
     }
     match &options.message_id {
         Some(id) => JobId::new(id.as_str()),

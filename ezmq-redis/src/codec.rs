@@ -38,6 +38,54 @@ pub(crate) struct Message {
     pub(crate) expires_at: Option<u64>,
 }
 
+/// A message about to be stored, borrowed from its push: what an `XADD`
+/// writes without copying the body or the headers first.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Outgoing<'a> {
+    pub(crate) body: &'a Bytes,
+    pub(crate) headers: &'a Headers,
+    pub(crate) expires_at: Option<u64>,
+}
+
+/// Longest header field name (`h:` and the name) written from the stack.
+const FIELD_ON_STACK: usize = 64;
+
+impl Outgoing<'_> {
+    /// Appends the `XADD` field/value arguments to `cmd` (the same as
+    /// [`Message::fields`], without copying the body or allocating per
+    /// field: the push hot path).
+    pub(crate) fn write_fields(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(BODY).arg(&self.body[..]);
+        let mut field = [0u8; FIELD_ON_STACK];
+        field[..HEADER_PREFIX.len()].copy_from_slice(HEADER_PREFIX.as_bytes());
+        for (name, value) in self.headers.iter() {
+            let len = HEADER_PREFIX.len() + name.len();
+            match field.get_mut(HEADER_PREFIX.len()..len) {
+                Some(rest) => {
+                    rest.copy_from_slice(name.as_bytes());
+                    cmd.arg(&field[..len]);
+                }
+                None => {
+                    cmd.arg(format!("{HEADER_PREFIX}{name}"));
+                }
+            }
+            cmd.arg(value);
+        }
+        if let Some(at) = self.expires_at {
+            cmd.arg(EXPIRES_AT).arg(at);
+        }
+    }
+
+    /// The message as stored (a copy of the headers).
+    pub(crate) fn to_message(self) -> Message {
+        Message {
+            body: self.body.clone(),
+            headers: self.headers.clone(),
+            expires_at: self.expires_at,
+        }
+    }
+}
+
 impl Message {
     /// The `XADD` field/value arguments.
     pub(crate) fn fields(&self) -> Vec<Vec<u8>> {
@@ -55,19 +103,13 @@ impl Message {
         out
     }
 
-    /// Appends the `XADD` field/value arguments to `cmd` (the same as
-    /// [`fields`](Self::fields), without copying the body or allocating
-    /// per field: the push hot path).
-    pub(crate) fn write_fields(&self, cmd: &mut redis::Cmd) {
-        cmd.arg(BODY).arg(&self.body[..]);
-        for (name, value) in self.headers.iter() {
-            let mut field = String::with_capacity(HEADER_PREFIX.len() + name.len());
-            field.push_str(HEADER_PREFIX);
-            field.push_str(name);
-            cmd.arg(field).arg(value);
-        }
-        if let Some(at) = self.expires_at {
-            cmd.arg(EXPIRES_AT).arg(at);
+    /// This message, borrowed.
+    #[cfg(test)]
+    fn outgoing(&self) -> Outgoing<'_> {
+        Outgoing {
+            body: &self.body,
+            headers: &self.headers,
+            expires_at: self.expires_at,
         }
     }
 
@@ -212,13 +254,15 @@ mod tests {
     fn written_fields_match_fields() {
         let mut headers = Headers::new();
         headers.insert("tenant", "acme");
+        // Longer than the stack buffer for field names.
+        headers.insert("n".repeat(FIELD_ON_STACK), "long");
         let message = Message {
             body: Bytes::from_static(b"hi"),
             headers,
             expires_at: Some(42),
         };
         let mut written = redis::cmd("XADD");
-        message.write_fields(&mut written);
+        message.outgoing().write_fields(&mut written);
         let mut expected = redis::cmd("XADD");
         for field in message.fields() {
             expected.arg(field);

@@ -35,6 +35,27 @@ struct Delayed {
 }
 
 impl RedisBackend {
+    /// Runs `script` (one of those that find a job by id: KEYS delayed
+    /// set and stream, ARGV id and group) for job `id` of `topic`.
+    async fn by_id<T: redis::FromRedisValue>(
+        &self,
+        script: &redis::Script,
+        name: &'static str,
+        topic: &Topic,
+        id: &JobId,
+    ) -> Result<T> {
+        self.inner.ensure_open()?;
+        let keys = TopicKeys::queue(&self.inner.config.key_prefix, topic);
+        script
+            .key(&keys.delayed)
+            .key(&keys.stream)
+            .arg(id.as_str())
+            .arg(QUEUE_GROUP)
+            .invoke_async(&mut self.inner.conn())
+            .await
+            .map_err(error::command(name))
+    }
+
     /// Every delayed job of `topic`, soonest first.
     async fn delayed(&self, topic: &Topic, keys: &TopicKeys) -> Result<Vec<Delayed>> {
         let raw: Vec<(Vec<u8>, f64)> = redis::cmd("ZRANGE")
@@ -47,14 +68,7 @@ impl RedisBackend {
             .map_err(error::command("ZRANGE"))?;
         Ok(raw
             .into_iter()
-            .filter_map(|(member, score)| {
-                let message = Message::from_member(&member)?;
-                let fallback = String::from_utf8_lossy(&member[..32]).into_owned();
-                Some(Delayed {
-                    job: job_of(topic, message, fallback),
-                    due_ms: score.max(0.0) as u64,
-                })
-            })
+            .filter_map(|(member, score)| delayed_of(topic, &member, score))
             .collect())
     }
 
@@ -124,29 +138,39 @@ impl RedisBackend {
 #[async_trait]
 impl JobStore for RedisBackend {
     async fn job(&self, topic: &Topic, id: &JobId) -> Result<Option<JobInfo>> {
-        self.inner.ensure_open()?;
-        let keys = TopicKeys::queue(&self.inner.config.key_prefix, topic);
-        if let Some(d) = self
-            .delayed(topic, &keys)
-            .await?
-            .into_iter()
-            .find(|d| d.job.id() == id)
-        {
-            let state = delayed_state(&d.job);
-            return Ok(Some(JobInfo::new(d.job, state, Some(at(d.due_ms)))));
-        }
-        let (entries, pending) = self.entries(topic, &keys).await?;
-        Ok(entries
-            .into_iter()
-            .find(|(_, job)| job.id() == id)
-            .map(|(entry, job)| {
-                let state = if pending.contains(&entry) {
+        let found: Value = self
+            .by_id(&scripts::FIND_JOB_BY_ID, "job lookup script", topic, id)
+            .await?;
+        let Value::Array(parts) = found else {
+            return Err(error::unexpected("job lookup script", "not an array"));
+        };
+        let mut parts = parts.into_iter();
+        let kind = parts.next();
+        match (kind, parts.next(), parts.next()) {
+            (Some(Value::Int(1)), Some(member), Some(score)) => {
+                let member: Vec<u8> = redis::from_redis_value(member).map_err(bad_lookup)?;
+                let score: f64 = redis::from_redis_value(score).map_err(bad_lookup)?;
+                Ok(delayed_of(topic, &member, score).map(|d| {
+                    let state = delayed_state(&d.job);
+                    JobInfo::new(d.job, state, Some(at(d.due_ms)))
+                }))
+            }
+            (Some(Value::Int(2)), Some(entry), Some(running)) => {
+                let running: i64 = redis::from_redis_value(running).map_err(bad_lookup)?;
+                let state = if running == 1 {
                     JobState::Running
                 } else {
                     JobState::Ready
                 };
-                JobInfo::new(job, state, None)
-            }))
+                Ok(codec::entries("job lookup script", entry)?
+                    .into_iter()
+                    .find_map(|entry| {
+                        let message = entry.message?;
+                        Some(JobInfo::new(job_of(topic, message, entry.id), state, None))
+                    }))
+            }
+            _ => Ok(None),
+        }
     }
 
     async fn jobs(
@@ -174,16 +198,9 @@ impl JobStore for RedisBackend {
     }
 
     async fn cancel(&self, topic: &Topic, id: &JobId) -> Result<Cancelled> {
-        self.inner.ensure_open()?;
-        let keys = TopicKeys::queue(&self.inner.config.key_prefix, topic);
-        let outcome: i64 = scripts::CANCEL
-            .key(&keys.delayed)
-            .key(&keys.stream)
-            .arg(id.as_str())
-            .arg(QUEUE_GROUP)
-            .invoke_async(&mut self.inner.conn())
-            .await
-            .map_err(error::command("cancel script"))?;
+        let outcome: i64 = self
+            .by_id(&scripts::CANCEL, "cancel script", topic, id)
+            .await?;
         Ok(match outcome {
             1 => Cancelled::Removed,
             -1 => Cancelled::Running,
@@ -247,6 +264,21 @@ fn job_of(topic: &Topic, message: Message, fallback: String) -> Job {
 }
 
 /// A delayed job waits for its first delivery (scheduled) or for a retry.
+/// A reply of the job lookup script that does not parse.
+fn bad_lookup(err: redis::ParsingError) -> ezmq_core::Error {
+    error::unexpected("job lookup script", err.to_string())
+}
+
+/// The delayed job of sorted-set `member` due at `score` (Unix ms).
+fn delayed_of(topic: &Topic, member: &[u8], score: f64) -> Option<Delayed> {
+    let message = Message::from_member(member)?;
+    let fallback = String::from_utf8_lossy(member.get(..32)?).into_owned();
+    Some(Delayed {
+        job: job_of(topic, message, fallback),
+        due_ms: score.max(0.0) as u64,
+    })
+}
+
 fn delayed_state(job: &Job) -> JobState {
     if job.attempt() > 1 {
         JobState::Retrying

@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ezmq_core::spi::Source;
-use ezmq_core::{Error, JobId, JobMeta, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
+use ezmq_core::{Error, JobId, JobMeta, PushOptions, Result, Topic};
 use redis::{Cmd, RedisResult};
 
 use crate::backend::{ms_ceil, unix_ms, Inner};
-use crate::codec::Message;
+use crate::codec::{Message, Outgoing};
 use crate::conn::Conn;
 use crate::error;
 use crate::keys::TopicKeys;
@@ -28,8 +28,8 @@ const BATCH: &str = "push pipeline";
 /// pipeline always stamps), else a stamped copy (a caller of the backend
 /// without core gets core's id all the same, never one of this backend's).
 fn stamped(options: &PushOptions) -> (JobId, Cow<'_, PushOptions>) {
-    match options.headers.get(MESSAGE_ID_HEADER) {
-        Some(id) => (JobId::new(id), Cow::Borrowed(options)),
+    match options.stamped_id() {
+        Some(id) => (id, Cow::Borrowed(options)),
         None => {
             let mut own = options.clone();
             let id = JobMeta::stamp(&mut own);
@@ -47,9 +47,14 @@ impl Inner {
     /// The stored form of a pushed message: its body and headers as they
     /// are (the job id among them), and its expiry.
     pub(crate) fn message(&self, body: Bytes, options: &PushOptions) -> Message {
-        Message {
+        self.outgoing(&body, options).to_message()
+    }
+
+    /// [`message`](Self::message), borrowed from the push.
+    pub(crate) fn outgoing<'a>(&self, body: &'a Bytes, options: &'a PushOptions) -> Outgoing<'a> {
+        Outgoing {
             body,
-            headers: options.headers.clone(),
+            headers: &options.headers,
             expires_at: options
                 .ttl
                 .map(|ttl| unix_ms().saturating_add(ms_ceil(ttl))),
@@ -58,7 +63,7 @@ impl Inner {
 
     /// The `XADD` of `message` to `stream`, capped by
     /// [`RedisConfig::stream_max_len`](crate::RedisConfig::stream_max_len).
-    fn xadd_cmd(&self, stream: &str, message: &Message) -> Cmd {
+    fn xadd_cmd(&self, stream: &str, message: Outgoing<'_>) -> Cmd {
         let max_len = self.config.stream_max_len;
         // Sized for the usual push (stream, `*`, body, headers) so building
         // the command does not reallocate.
@@ -129,7 +134,7 @@ impl Inner {
     ) -> Result<JobId> {
         self.ensure_open()?;
         let (id, options) = stamped(options);
-        let message = self.message(body, &options);
+        let outgoing = self.outgoing(&body, &options);
         let delay = delay_of(&options);
         // An error getting the connection means nothing was sent.
         let mut conn = self
@@ -141,7 +146,14 @@ impl Inner {
         let id = match (&options.message_id, delay) {
             (Some(message_id), _) => {
                 let first = self
-                    .push_once(&mut conn, topic, message_id, &id, &message, delay)
+                    .push_once(
+                        &mut conn,
+                        topic,
+                        message_id,
+                        &id,
+                        &outgoing.to_message(),
+                        delay,
+                    )
                     .await?;
                 if let Some(delay) = delay {
                     self.note_delayed(topic, delay);
@@ -150,7 +162,7 @@ impl Inner {
             }
             (None, None) => {
                 let () = self
-                    .xadd_cmd(&stream, &message)
+                    .xadd_cmd(&stream, outgoing)
                     .query_async(&mut conn)
                     .await
                     .map_err(error::push_sent("XADD", topic))?;
@@ -161,7 +173,7 @@ impl Inner {
                 let _due: i64 = scripts::SCHEDULE
                     .key(&delayed)
                     .arg(ms_ceil(delay))
-                    .arg(message.delayed_member())
+                    .arg(outgoing.to_message().delayed_member())
                     .invoke_async(&mut conn)
                     .await
                     .map_err(error::push_sent("schedule script", topic))?;
@@ -234,10 +246,10 @@ impl Inner {
         for &i in which {
             let (body, options) = &jobs[i];
             let (id, options) = stamped(options);
-            let message = self.message(body.clone(), &options);
+            let outgoing = self.outgoing(body, &options);
             match delay_of(&options) {
                 None => {
-                    pipe.add_command(self.xadd_cmd(&keys.stream, &message));
+                    pipe.add_command(self.xadd_cmd(&keys.stream, outgoing));
                 }
                 Some(delay) => {
                     if soonest.is_none() {
@@ -250,7 +262,7 @@ impl Inner {
                     invocation
                         .key(&keys.delayed)
                         .arg(ms_ceil(delay))
-                        .arg(message.delayed_member());
+                        .arg(outgoing.to_message().delayed_member());
                     pipe.invoke_script(&invocation);
                 }
             }

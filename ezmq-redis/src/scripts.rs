@@ -339,6 +339,26 @@ fn job_script(body: &str) -> Script {
     script(&format!("{FIND_JOB}{body}"))
 }
 
+/// Finds job `id` of a topic on the server, so that a lookup sends back
+/// one job, not the topic's. KEYS: delayed zset, stream. ARGV: job id,
+/// group. Returns `{1, member, score}` for a delayed job, `{2, XRANGE of
+/// its entry, 1 when pending else 0}` for a stream entry, `{0}` when not
+/// found. O(n) in the topic's jobs, like [`CANCEL`].
+pub(crate) static FIND_JOB_BY_ID: LazyLock<Script> = LazyLock::new(|| {
+    job_script(
+        r#"
+local m = find_delayed(KEYS[1], ARGV[1])
+if m then return {1, m, redis.call('ZSCORE', KEYS[1], m)} end
+local e = find_entry(KEYS[2], ARGV[1])
+if not e then return {0} end
+local pending = redis.pcall('XPENDING', KEYS[2], ARGV[2], e, e, 1)
+local running = 0
+if type(pending) == 'table' and #pending > 0 then running = 1 end
+return {2, redis.call('XRANGE', KEYS[2], e, e), running}
+"#,
+    )
+});
+
 /// Cancels job `id` of a topic in one step: removes it from the delayed
 /// set, or its entry from the stream unless a consumer has it (pending).
 /// KEYS: delayed zset, stream. ARGV: job id, group. Returns 1 when

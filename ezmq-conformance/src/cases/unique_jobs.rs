@@ -101,6 +101,10 @@ pub async fn unique_key_admits_one_job(ctx: Ctx) {
         .expect("batch accepted");
     let stored: Vec<&JobId> = batch.iter().filter_map(|r| r.as_ref().ok()).collect();
     assert_eq!(stored.len(), 1, "one job of the key stored: {batch:?}");
+    assert!(
+        batch[0].is_ok(),
+        "the batch's first job of the key is stored: {batch:?}"
+    );
     for refused in batch.iter().filter_map(|r| r.as_ref().err()) {
         assert_eq!(refused.duplicate_of(), Some(stored[0]), "{refused}");
     }

@@ -28,7 +28,7 @@
 //! assert_eq!(&plain[..], b"plain");
 //! ```
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::headers::Headers;
 
@@ -40,17 +40,50 @@ pub fn encode(headers: &Headers, body: &[u8]) -> Bytes {
     if headers.is_empty() {
         return Bytes::copy_from_slice(body);
     }
-    let guess: usize = headers.iter().map(|(k, v)| k.len() + v.len() + 6).sum();
-    let mut out = BytesMut::with_capacity(MAGIC.len() + 4 + guess + 2 + body.len());
-    out.put_slice(MAGIC);
-    out.put_u32(0);
+    let mut out = Vec::with_capacity(prefix_guess(headers) + body.len());
+    write_prefix(headers, &mut out);
+    out.extend_from_slice(body);
+    Bytes::from(out)
+}
+
+/// Appends what [`encode`] puts in front of the body to `out` (nothing
+/// when there are no headers): for a backend that writes the stored form
+/// straight into its command, without a copy of the body.
+///
+/// ```
+/// use ezmq_core::Headers;
+/// use ezmq_core::spi::envelope;
+///
+/// let headers: Headers = [("tenant", "acme")].into_iter().collect();
+/// let mut stored = Vec::new();
+/// envelope::write_prefix(&headers, &mut stored);
+/// stored.extend_from_slice(b"hello");
+/// assert_eq!(&stored[..], &envelope::encode(&headers, b"hello")[..]);
+/// ```
+pub fn write_prefix(headers: &Headers, out: &mut Vec<u8>) {
+    if headers.is_empty() {
+        return;
+    }
+    out.reserve(prefix_guess(headers));
+    out.extend_from_slice(MAGIC);
+    let len_at = out.len();
+    out.extend_from_slice(&[0; 4]);
     let start = out.len();
     // Serializing a string map into memory cannot fail.
-    let _ = serde_json::to_writer((&mut out).writer(), headers);
+    let _ = serde_json::to_writer(&mut *out, headers);
     let len = u32::try_from(out.len() - start).unwrap_or(u32::MAX);
-    out[MAGIC.len()..start].copy_from_slice(&len.to_be_bytes());
-    out.put_slice(body);
-    out.freeze()
+    out[len_at..start].copy_from_slice(&len.to_be_bytes());
+}
+
+/// About the size of the prefix of `headers`.
+fn prefix_guess(headers: &Headers) -> usize {
+    MAGIC.len()
+        + 4
+        + 2
+        + headers
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 6)
+            .sum::<usize>()
 }
 
 /// The headers and the body of a stored message (see the module docs).

@@ -74,6 +74,25 @@ pub fn with_trace_context<'a>(span: &Span, options: &'a PushOptions) -> Cow<'a, 
     Cow::Borrowed(options)
 }
 
+/// [`with_trace_context`] for the owned jobs of a batch, in place: the
+/// span's trace context is read once, and a job gets it unless it carries
+/// one already.
+pub(crate) fn add_trace_context(span: &Span, jobs: &mut [(bytes::Bytes, PushOptions)]) {
+    #[cfg(feature = "opentelemetry")]
+    if let Some((parent, state)) = context::trace_headers(span) {
+        for (_, options) in jobs.iter_mut() {
+            if options.headers.get(TRACEPARENT_HEADER).is_none() {
+                options.headers.insert(TRACEPARENT_HEADER, parent.as_str());
+                if let Some(state) = &state {
+                    options.headers.insert(TRACESTATE_HEADER, state.as_str());
+                }
+            }
+        }
+    }
+    #[cfg(not(feature = "opentelemetry"))]
+    let _ = (span, jobs);
+}
+
 /// Makes the trace context in `headers` the OpenTelemetry parent of `span`
 /// (feature `opentelemetry`; without it, does nothing).
 pub fn set_parent_from(span: &Span, headers: &Headers) {

@@ -51,17 +51,8 @@ pub(crate) async fn publish_batch(
 ) -> Vec<Result<JobId>> {
     let span = send_span(backend.name(), topic);
     span.record(names::BATCH_COUNT, jobs.len());
-    let jobs: Vec<(Bytes, PushOptions)> = jobs
-        .into_iter()
-        .map(|(body, options)| {
-            // A copy only when the trace context adds headers.
-            let traced = match with_trace_context(&span, &options) {
-                std::borrow::Cow::Owned(traced) => Some(traced),
-                std::borrow::Cow::Borrowed(_) => None,
-            };
-            (body, traced.unwrap_or(options))
-        })
-        .collect();
+    let mut jobs = jobs;
+    super::add_trace_context(&span, &mut jobs);
     let started = Instant::now();
     let sent = backend
         .publish_batch(topic, &jobs)

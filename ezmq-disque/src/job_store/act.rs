@@ -27,8 +27,8 @@ use tokio::time::Instant;
 
 use super::copy::{DisqueState, Phase};
 use super::view::{DisqueJob, Found};
+use crate::addjob::ceil_secs;
 use crate::backend::DisqueBackend;
-use crate::commands::ceil_secs;
 use crate::error::DisqueError;
 use crate::node::as_u64;
 use crate::push_options::DisquePushOptions;
