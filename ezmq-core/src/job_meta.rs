@@ -109,9 +109,6 @@ impl JobMeta {
     /// hand). The id is, in this order: one already stamped, the
     /// producer's message id, a new UUIDv7.
     pub fn stamp(options: &mut PushOptions) -> JobId {
-        if let Some(id) = options.stamped_id() {
-            return id;
-        }
         Self::stamp_at(options, SystemTime::now())
     }
 

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use ezmq_core::spi::envelope;
-use ezmq_core::{Headers, PushOptions, Topic};
+use ezmq_core::{PushOptions, Topic};
 
 use crate::config::DisqueConfig;
 use crate::push_options::DisquePushOptions;
@@ -152,15 +152,14 @@ impl PackedAddJobs {
         }
     }
 
-    /// Appends the `ADDJOB` of a push of `body` with `headers` (stored in
-    /// their envelope, the bare body when there are none) and `options`:
-    /// the same bytes as [`addjob_cmd`] of the enveloped body.
+    /// Appends the `ADDJOB` of a push of `body` with `options` (its
+    /// headers stored in their envelope, the bare body when there are
+    /// none): the same bytes as [`addjob_cmd`] of the enveloped body.
     pub(crate) fn push(
         &mut self,
         cfg: &DisqueConfig,
         node_count: u32,
         topic: &Topic,
-        headers: &Headers,
         body: &[u8],
         options: &PushOptions,
     ) {
@@ -168,7 +167,7 @@ impl PackedAddJobs {
         self.longest = self.longest.max(timeout);
         self.count += 1;
         self.prefix.clear();
-        envelope::write_prefix(headers, &mut self.prefix);
+        envelope::write_prefix(&options.headers, &mut self.prefix);
         let out = &mut self.bytes;
         write_header(out, b'*', args.count());
         write_bulk(out, b"ADDJOB");
@@ -234,6 +233,7 @@ pub(crate) fn ceil_secs(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ezmq_core::Headers;
 
     fn args(cmd: &redis::Cmd) -> Vec<String> {
         cmd.args_iter()
@@ -298,24 +298,22 @@ mod tests {
         let mut headers = Headers::new();
         headers.insert("ezmq-message-id", "0193");
         let jobs = [
-            (Headers::new(), PushOptions::new()),
-            (
-                headers,
-                PushOptions::new()
-                    .with_delay(Duration::from_secs(3))
-                    .with_backend_options(
-                        DisquePushOptions::new()
-                            .with_maxlen(7)
-                            .with_async_replication(true)
-                            .with_timeout(Duration::from_secs(9)),
-                    ),
-            ),
+            PushOptions::new(),
+            PushOptions::new()
+                .with_headers(headers)
+                .with_delay(Duration::from_secs(3))
+                .with_backend_options(
+                    DisquePushOptions::new()
+                        .with_maxlen(7)
+                        .with_async_replication(true)
+                        .with_timeout(Duration::from_secs(9)),
+                ),
         ];
         let mut packed = PackedAddJobs::with_capacity(2, 4);
         let mut expected = Vec::new();
-        for (headers, options) in &jobs {
-            packed.push(&cfg, 3, &t, headers, b"body", options);
-            let stored = envelope::encode(headers, b"body");
+        for options in &jobs {
+            packed.push(&cfg, 3, &t, b"body", options);
+            let stored = envelope::encode(&options.headers, b"body");
             let (cmd, _) = addjob_cmd(&cfg, 3, &t, &stored, options);
             expected.extend_from_slice(&cmd.get_packed_command());
         }

@@ -41,14 +41,7 @@ impl DisqueBackend {
         let body_len = jobs.first().map_or(0, |(body, _)| body.len());
         let mut packed = PackedAddJobs::with_capacity(jobs.len(), body_len);
         for (body, options) in jobs {
-            packed.push(
-                &shared.config,
-                node_count,
-                topic,
-                &options.headers,
-                body,
-                options,
-            );
+            packed.push(&shared.config, node_count, topic, body, options);
         }
         let invalid = jobs.iter().any(|(_, options)| {
             options

@@ -52,7 +52,7 @@ const FIELD_ON_STACK: usize = 64;
 
 impl Outgoing<'_> {
     /// Appends the `XADD` field/value arguments to `cmd` (the same as
-    /// [`Message::fields`], without copying the body or allocating per
+    /// [`Outgoing::fields`], without copying the body or allocating per
     /// field: the push hot path).
     pub(crate) fn write_fields(&self, cmd: &mut redis::Cmd) {
         cmd.arg(BODY).arg(&self.body[..]);
@@ -76,17 +76,6 @@ impl Outgoing<'_> {
         }
     }
 
-    /// The message as stored (a copy of the headers).
-    pub(crate) fn to_message(self) -> Message {
-        Message {
-            body: self.body.clone(),
-            headers: self.headers.clone(),
-            expires_at: self.expires_at,
-        }
-    }
-}
-
-impl Message {
     /// The `XADD` field/value arguments.
     pub(crate) fn fields(&self) -> Vec<Vec<u8>> {
         let mut out = Vec::with_capacity(2 + 2 * self.headers.len() + 2);
@@ -103,16 +92,6 @@ impl Message {
         out
     }
 
-    /// This message, borrowed.
-    #[cfg(test)]
-    fn outgoing(&self) -> Outgoing<'_> {
-        Outgoing {
-            body: &self.body,
-            headers: &self.headers,
-            expires_at: self.expires_at,
-        }
-    }
-
     /// The sorted-set member of this message delayed.
     pub(crate) fn delayed_member(&self) -> Vec<u8> {
         let mut out = uuid::Uuid::new_v4().simple().to_string().into_bytes();
@@ -122,6 +101,23 @@ impl Message {
             out.extend_from_slice(&field);
         }
         out
+    }
+}
+
+impl Message {
+    /// This message, borrowed.
+    pub(crate) fn outgoing(&self) -> Outgoing<'_> {
+        Outgoing {
+            body: &self.body,
+            headers: &self.headers,
+            expires_at: self.expires_at,
+        }
+    }
+
+    /// The sorted-set member of this message delayed (see
+    /// [`Outgoing::delayed_member`]).
+    pub(crate) fn delayed_member(&self) -> Vec<u8> {
+        self.outgoing().delayed_member()
     }
 
     /// Reads a delayed message's sorted-set member back (the inverse of
@@ -246,7 +242,12 @@ mod tests {
             headers,
             expires_at: Some(42),
         };
-        let values: Vec<Value> = message.fields().iter().map(|f| bulk(f)).collect();
+        let values: Vec<Value> = message
+            .outgoing()
+            .fields()
+            .iter()
+            .map(|f| bulk(f))
+            .collect();
         assert_eq!(Message::from_fields(values).unwrap(), message);
     }
 
@@ -264,7 +265,7 @@ mod tests {
         let mut written = redis::cmd("XADD");
         message.outgoing().write_fields(&mut written);
         let mut expected = redis::cmd("XADD");
-        for field in message.fields() {
+        for field in message.outgoing().fields() {
             expected.arg(field);
         }
         assert_eq!(written.get_packed_command(), expected.get_packed_command());

@@ -33,7 +33,7 @@ impl FanOut for RedisBackend {
         let inner = &self.inner;
         inner.ensure_open()?;
         let keys = TopicKeys::broadcast(&inner.config.key_prefix, topic);
-        let message = inner.message(body, options);
+        let message = inner.outgoing(&body, options);
         let delay = options.delay.filter(|d| !d.is_zero());
         let mut invocation = scripts::BROADCAST.prepare_invoke();
         invocation

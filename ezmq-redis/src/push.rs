@@ -15,7 +15,7 @@ use ezmq_core::{Error, JobId, JobMeta, PushOptions, Result, Topic};
 use redis::{Cmd, RedisResult};
 
 use crate::backend::{ms_ceil, unix_ms, Inner};
-use crate::codec::{Message, Outgoing};
+use crate::codec::Outgoing;
 use crate::conn::Conn;
 use crate::error;
 use crate::keys::TopicKeys;
@@ -44,13 +44,9 @@ fn delay_of(options: &PushOptions) -> Option<Duration> {
 }
 
 impl Inner {
-    /// The stored form of a pushed message: its body and headers as they
-    /// are (the job id among them), and its expiry.
-    pub(crate) fn message(&self, body: Bytes, options: &PushOptions) -> Message {
-        self.outgoing(&body, options).to_message()
-    }
-
-    /// [`message`](Self::message), borrowed from the push.
+    /// The stored form of a pushed message, borrowed from the push: its
+    /// body and headers as they are (the job id among them), and its
+    /// expiry.
     pub(crate) fn outgoing<'a>(&self, body: &'a Bytes, options: &'a PushOptions) -> Outgoing<'a> {
         Outgoing {
             body,
@@ -88,7 +84,7 @@ impl Inner {
         topic: &Topic,
         message_id: &str,
         job_id: &JobId,
-        message: &Message,
+        message: Outgoing<'_>,
         delay: Option<Duration>,
     ) -> Result<JobId> {
         let prefix = &self.config.key_prefix;
@@ -146,14 +142,7 @@ impl Inner {
         let id = match (&options.message_id, delay) {
             (Some(message_id), _) => {
                 let first = self
-                    .push_once(
-                        &mut conn,
-                        topic,
-                        message_id,
-                        &id,
-                        &outgoing.to_message(),
-                        delay,
-                    )
+                    .push_once(&mut conn, topic, message_id, &id, outgoing, delay)
                     .await?;
                 if let Some(delay) = delay {
                     self.note_delayed(topic, delay);
@@ -173,7 +162,7 @@ impl Inner {
                 let _due: i64 = scripts::SCHEDULE
                     .key(&delayed)
                     .arg(ms_ceil(delay))
-                    .arg(outgoing.to_message().delayed_member())
+                    .arg(outgoing.delayed_member())
                     .invoke_async(&mut conn)
                     .await
                     .map_err(error::push_sent("schedule script", topic))?;
@@ -262,7 +251,7 @@ impl Inner {
                     invocation
                         .key(&keys.delayed)
                         .arg(ms_ceil(delay))
-                        .arg(outgoing.to_message().delayed_member());
+                        .arg(outgoing.delayed_member());
                     pipe.invoke_script(&invocation);
                 }
             }
