@@ -136,6 +136,11 @@ pub struct ReadmeDoctests;
 #[cfg(doctest)]
 pub struct JobsDoctests;
 
+/// The code of docs/flow-control.md, compiled as doctests.
+#[doc = include_str!("../docs/flow-control.md")]
+#[cfg(doctest)]
+pub struct FlowControlDoctests;
+
 /// The code of docs/configuration.md, compiled as doctests.
 #[doc = include_str!("../docs/configuration.md")]
 #[cfg(doctest)]

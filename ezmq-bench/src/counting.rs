@@ -106,4 +106,8 @@ impl Backend for Counting {
     fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
         self.inner.reply_channel()
     }
+
+    fn rate_limiter(&self) -> Option<&dyn ezmq_core::spi::RateLimiter> {
+        self.inner.rate_limiter()
+    }
 }

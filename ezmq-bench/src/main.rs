@@ -128,6 +128,9 @@ enum Scenario {
     Memory,
     /// Push batch of 50, raw batch vs `client.push_batch`, 1/16 tasks.
     Batch,
+    /// Consume with a rate limit far above the achievable rate vs the
+    /// plain listener.
+    RateLimit,
 }
 
 fn main() -> ExitCode {
@@ -222,6 +225,7 @@ async fn run(args: Args) -> BoxResult<()> {
         consume: wanted(Scenario::Consume),
         latency: wanted(Scenario::Latency),
         batch: wanted(Scenario::Batch),
+        rate_limit: wanted(Scenario::RateLimit),
     };
     if backend(BackendKind::Redis) && parts.any() {
         let url = &args.redis_url;
@@ -250,6 +254,7 @@ async fn run(args: Args) -> BoxResult<()> {
                         consume: false,
                         latency: true,
                         batch: false,
+                        rate_limit: false,
                     };
                     let rabbit = rabbit.with_classic_queues();
                     brokers::run(&rabbit, &settings, classic, &mut goals).await?;
@@ -318,6 +323,15 @@ async fn run_disque(
                 verdict(r >= scenario::consume::GOAL_RATIO),
             ]);
         }
+    }
+    if wanted(Scenario::RateLimit) {
+        let (t, r) = scenario::rate_limit::run(&target, settings).await?;
+        println!("{}", t.render());
+        goals.row(vec![
+            "Disque: consume with a rate limit that does not bite ≥ 85 % of plain".to_owned(),
+            format!("{:.0} %", r * 100.0),
+            verdict(r >= scenario::rate_limit::GOAL_RATIO),
+        ]);
     }
     if wanted(Scenario::Latency) {
         let (tables, p99) = scenario::latency::run(&target, settings).await?;

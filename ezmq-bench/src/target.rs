@@ -176,3 +176,18 @@ pub(crate) async fn serve(port: u16) -> BoxResult<()> {
     std::future::pending::<()>().await;
     Ok(())
 }
+
+impl crate::scenario::rate_limit::Subject for Target {
+    fn name(&self) -> &'static str {
+        "Disque"
+    }
+
+    async fn client(&self) -> BoxResult<ezmq_core::Client> {
+        self.ezmq().await
+    }
+
+    async fn cleanup(&self, queue: &str) -> BoxResult<()> {
+        crate::raw::drain(&mut self.raw().await?, queue).await?;
+        Ok(())
+    }
+}

@@ -76,6 +76,7 @@ pub const CASES: &[&str] = &[
     "unique_key_admits_one_job",
     "pause_stops_every_listener_of_a_topic",
     "cron_skips_overlapping_runs",
+    "rate_limit_holds_across_clients",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -118,6 +119,7 @@ macro_rules! behaviour_suite {
             unique_key_admits_one_job,
             pause_stops_every_listener_of_a_topic,
             cron_skips_overlapping_runs,
+            rate_limit_holds_across_clients,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

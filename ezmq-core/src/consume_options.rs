@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::hooks::ListenerHooks;
+use crate::rate_limit::RateLimit;
 
 /// How a failed job waits before its next attempt: `initial * 2^(attempt-1)`,
 /// capped at `max`, with up to 20 % random jitter.
@@ -124,6 +125,10 @@ pub struct ConsumeOptions {
     /// [`QueueStats`](crate::spi::QueueStats); one queue-length query each
     /// time, on Disque one `QLEN` per node). Default 5 s; `None` never.
     pub queue_depth_every: Option<Duration>,
+    /// A cluster-wide limit on how often the topic's handlers start, over
+    /// every listener of the topic in every process
+    /// ([`ConsumeOptions::with_rate_limit`]). Default `None`: no limit.
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl Default for ConsumeOptions {
@@ -143,6 +148,7 @@ impl Default for ConsumeOptions {
             handler_timeout: None,
             hooks: ListenerHooks::default(),
             queue_depth_every: Some(Duration::from_secs(5)),
+            rate_limit: None,
         }
     }
 }
@@ -257,8 +263,44 @@ impl ConsumeOptions {
         self
     }
 
+    /// Limits the topic to at most `n` handler starts per `per`, summed over
+    /// every listener of the topic in every process (see [`RateLimit`] for
+    /// the burst and the bound). A job the limit holds back stays in the
+    /// queue: it is not fetched, so it is neither leased nor counted as an
+    /// attempt. Every listener of a topic should use the same limit
+    /// (listeners with different limits each get a bucket of their own).
+    /// On a backend without [`Capability::RateLimit`](crate::spi::Capability::RateLimit)
+    /// `add_listener` fails with [`Error::Unsupported`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ezmq_core::ConsumeOptions;
+    ///
+    /// // A mail provider that takes 50 messages a second, whoever sends.
+    /// let opts = ConsumeOptions::new()
+    ///     .with_concurrency(8)
+    ///     .with_rate_limit(50, Duration::from_secs(1));
+    /// assert!(opts.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn with_rate_limit(mut self, n: u32, per: Duration) -> Self {
+        self.rate_limit = Some(RateLimit::new(n, per));
+        self
+    }
+
+    /// [`ConsumeOptions::with_rate_limit`] with a burst of its own: at most
+    /// `burst` starts at once after a quiet spell (1 to `n`).
+    #[must_use]
+    pub fn with_rate_limit_burst(mut self, n: u32, per: Duration, burst: u32) -> Self {
+        self.rate_limit = Some(RateLimit::new(n, per).with_burst(burst));
+        self
+    }
+
     /// Checks the values.
     pub fn validate(&self) -> Result<()> {
+        if let Some(limit) = &self.rate_limit {
+            limit.validate()?;
+        }
         if self.concurrency == 0 {
             return Err(Error::invalid_option("concurrency", "must be at least 1"));
         }

@@ -21,6 +21,7 @@ impl Broker for Rabbit {
             .with(Capability::ExclusiveClaim)
             .with(Capability::FanOut)
             .with(Capability::RequestReply)
+            .with(Capability::RateLimit)
     }
 
     fn url(&self) -> String {

@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ezmq_core::{Client, ConsumeOptions, MqClient, MqClientExt};
 use futures::future::BoxFuture;
-use tokio::sync::Notify;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::scenario::batch::{self, BatchBroker};
 use crate::scenario::latency::{self, Recorder, Spec, TAIL_WAIT};
+use crate::scenario::{drain, rate_limit};
 use crate::scenario::{unique_queue, Imp, Settings, FETCH_WAIT};
 use crate::stats::{ms, process_cpu, rate, us};
 use crate::table::{ratio, verdict, Table};
@@ -103,12 +103,15 @@ pub(crate) struct Parts {
     pub(crate) latency: bool,
     /// Push batch of 50 ([`crate::scenario::batch`]).
     pub(crate) batch: bool,
+    /// Consume with a rate limit that does not bite
+    /// ([`crate::scenario::rate_limit`]).
+    pub(crate) rate_limit: bool,
 }
 
 impl Parts {
     /// Whether any part runs.
     pub(crate) fn any(self) -> bool {
-        self.push || self.consume || self.latency || self.batch
+        self.push || self.consume || self.latency || self.batch || self.rate_limit
     }
 }
 
@@ -149,6 +152,20 @@ pub(crate) async fn run<B: RawBroker + BatchBroker>(
             ]);
         }
     }
+    if parts.rate_limit {
+        let (t, r) = rate_limit::run(&Limited(b), s).await?;
+        println!("{}", t.render());
+        if b.has_goals() {
+            goals.row(vec![
+                format!(
+                    "{}: consume with a rate limit that does not bite ≥ 85 % of plain",
+                    b.name()
+                ),
+                format!("{:.0} %", r * 100.0),
+                verdict(r >= rate_limit::GOAL_RATIO),
+            ]);
+        }
+    }
     if parts.latency {
         let (t, p99) = latency_table(b, s).await?;
         println!("{}", t.render());
@@ -165,6 +182,23 @@ pub(crate) async fn run<B: RawBroker + BatchBroker>(
         }
     }
     Ok(())
+}
+
+/// A broker as the subject of the rate-limit rows.
+struct Limited<'a, B>(&'a B);
+
+impl<B: RawBroker> rate_limit::Subject for Limited<'_, B> {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    async fn client(&self) -> BoxResult<Client> {
+        self.0.ezmq().await
+    }
+
+    async fn cleanup(&self, queue: &str) -> BoxResult<()> {
+        self.0.cleanup(queue).await
+    }
 }
 
 /// The ezmq push as a [`Sender`].
@@ -353,17 +387,15 @@ async fn consume<B: RawBroker>(b: &B, s: &Settings) -> BoxResult<(Table, f64)> {
                 Imp::Raw => b.raw_consume(&queue, n, k).await?,
                 Imp::Ezmq => {
                     let client = b.ezmq().await?;
-                    let elapsed = ezmq_consume(&client, &queue, n, k).await;
+                    let options = ConsumeOptions::new()
+                        .with_concurrency(k)
+                        .with_fetch_wait(FETCH_WAIT);
+                    let elapsed = drain::listener(&client, &queue, n, options).await;
                     client.shutdown(Duration::from_secs(1)).await?;
                     elapsed?
                 }
             };
-            let cpu = match (cpu0, process_cpu()) {
-                (Some(a), Some(b)) => b
-                    .checked_sub(a)
-                    .map(|d| d / u32::try_from(n.max(1)).unwrap_or(u32::MAX)),
-                _ => None,
-            };
+            let cpu = drain::per_job(cpu0, process_cpu(), n);
             b.cleanup(&queue).await?;
             let per_sec = n as f64 / elapsed.as_secs_f64();
             if per_sec > best[i].0 {
@@ -404,36 +436,6 @@ pub(crate) fn alternating(repeat: usize) -> [(usize, Imp); 2] {
     } else {
         [(1, Imp::Ezmq), (0, Imp::Raw)]
     }
-}
-
-/// The ezmq listener draining `n` messages; returns the time taken.
-async fn ezmq_consume(client: &Client, queue: &str, n: u64, k: usize) -> BoxResult<Duration> {
-    let handled = Arc::new(AtomicU64::new(0));
-    let all_done = Arc::new(Notify::new());
-    let (h, d) = (Arc::clone(&handled), Arc::clone(&all_done));
-    let start = Instant::now();
-    let listener = client
-        .add_consume_listener_with(
-            queue,
-            ConsumeOptions::new()
-                .with_concurrency(k)
-                .with_fetch_wait(FETCH_WAIT),
-            move |_job| {
-                if h.fetch_add(1, Ordering::Relaxed) + 1 == n {
-                    d.notify_one();
-                }
-                async { Ok::<(), Infallible>(()) }
-            },
-        )
-        .await?;
-    let finished = tokio::time::timeout(DRAIN_LIMIT, all_done.notified()).await;
-    let elapsed = start.elapsed();
-    listener.stop(Duration::from_secs(1)).await;
-    if finished.is_err() {
-        let got = handled.load(Ordering::Relaxed);
-        return Err(format!("ezmq consume: only {got} of {n} messages in {DRAIN_LIMIT:?}").into());
-    }
-    Ok(elapsed)
 }
 
 /// Latency at each offered rate; returns the table and ezmq's p99 at

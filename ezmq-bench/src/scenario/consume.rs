@@ -1,15 +1,12 @@
 //! Consume throughput on a pre-filled queue: raw `GETJOB COUNT k` +
 //! `ACKJOB` loop vs a consume listener with auto-ACK.
 
-use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ezmq_disque::{ConsumeOptions, MqClient, MqClientExt};
-use tokio::sync::Notify;
+use ezmq_disque::{ConsumeOptions, MqClient};
 
 use crate::brokers::{alternating, consume_repeats};
+use crate::scenario::drain::{self, DRAIN_LIMIT};
 use crate::scenario::{prefill, unique_queue, Imp, Settings};
 use crate::stats::{process_cpu, rate, us};
 use crate::table::{ratio, verdict, Table};
@@ -21,8 +18,6 @@ use crate::{raw, BoxResult};
 pub(crate) const GOAL_RATIO: f64 = 0.90;
 /// Body of the pre-filled jobs.
 const BODY_LEN: usize = 12;
-/// Longest a drain may take before the run counts as failed.
-const DRAIN_LIMIT: Duration = Duration::from_secs(120);
 
 /// Runs the scenario; returns its table and the ezmq/raw ratio.
 pub(crate) async fn run(target: &Target, s: &Settings) -> BoxResult<(Table, f64)> {
@@ -72,14 +67,14 @@ pub(crate) async fn run(target: &Target, s: &Settings) -> BoxResult<(Table, f64)
                     let per_sec = raw_loop(target, &queue, n, k).await?;
                     if per_sec > best_raw {
                         best_raw = per_sec;
-                        cpu[0] = per_job(cpu0, process_cpu(), n);
+                        cpu[0] = drain::per_job(cpu0, process_cpu(), n);
                     }
                 }
                 Imp::Ezmq => {
                     let (per_sec, per_fetch) = listener(target, &queue, n, k).await?;
                     if per_sec > best_ezmq {
                         best_ezmq = per_sec;
-                        cpu[1] = per_job(cpu0, process_cpu(), n);
+                        cpu[1] = drain::per_job(cpu0, process_cpu(), n);
                         jobs_per_fetch = per_fetch;
                     }
                 }
@@ -105,12 +100,6 @@ pub(crate) async fn run(target: &Target, s: &Settings) -> BoxResult<(Table, f64)
     Ok((table, r))
 }
 
-/// CPU time of the bench process per job between two readings.
-fn per_job(before: Option<Duration>, after: Option<Duration>, n: u64) -> Option<Duration> {
-    let spent = after?.checked_sub(before?)?;
-    Some(spent / u32::try_from(n.max(1)).unwrap_or(u32::MAX))
-}
-
 /// The raw loop; returns jobs per second.
 async fn raw_loop(target: &Target, queue: &str, n: u64, k: usize) -> BoxResult<f64> {
     let mut get = target.raw().await?;
@@ -132,32 +121,12 @@ async fn raw_loop(target: &Target, queue: &str, n: u64, k: usize) -> BoxResult<f
 /// The ezmq listener; returns jobs per second and the mean jobs per fetch.
 async fn listener(target: &Target, queue: &str, n: u64, k: usize) -> BoxResult<(f64, f64)> {
     let (client, counting) = target.ezmq_counting().await?;
-    let handled = Arc::new(AtomicU64::new(0));
-    let all_done = Arc::new(Notify::new());
-    let (h, d) = (Arc::clone(&handled), Arc::clone(&all_done));
-    let start = Instant::now();
-    let listener = client
-        .add_consume_listener_with(
-            queue,
-            ConsumeOptions::new()
-                .with_concurrency(k)
-                .with_fetch_wait(super::FETCH_WAIT),
-            move |_job| {
-                if h.fetch_add(1, Ordering::Relaxed) + 1 == n {
-                    d.notify_one();
-                }
-                async { Ok::<(), Infallible>(()) }
-            },
-        )
-        .await?;
-    let finished = tokio::time::timeout(DRAIN_LIMIT, all_done.notified()).await;
-    let elapsed = start.elapsed();
-    listener.stop(Duration::from_secs(1)).await;
+    let options = ConsumeOptions::new()
+        .with_concurrency(k)
+        .with_fetch_wait(super::FETCH_WAIT);
+    let elapsed = drain::listener(&client, queue, n, options).await;
     client.shutdown(Duration::from_secs(1)).await?;
-    if finished.is_err() {
-        let got = handled.load(Ordering::Relaxed);
-        return Err(format!("ezmq consume: only {got} of {n} jobs in {DRAIN_LIMIT:?}").into());
-    }
+    let elapsed = elapsed?;
     let (fetches, fetched) = counting.fetch_counts();
     Ok((
         n as f64 / elapsed.as_secs_f64(),

@@ -2,8 +2,10 @@
 
 pub(crate) mod batch;
 pub(crate) mod consume;
+pub(crate) mod drain;
 pub(crate) mod latency;
 pub(crate) mod push;
+pub(crate) mod rate_limit;
 pub(crate) mod rpc;
 
 use std::sync::atomic::{AtomicU64, Ordering};

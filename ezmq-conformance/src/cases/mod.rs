@@ -12,6 +12,7 @@ mod inspection;
 mod job_control;
 mod job_model;
 mod lifecycle;
+mod rate_limit;
 mod timing;
 mod topic_pause;
 mod unique_jobs;
@@ -43,6 +44,7 @@ pub use job_model::{
     pause_and_resume_listener,
 };
 pub use lifecycle::{graceful_shutdown_loses_nothing, resumes_after_broker_restart};
+pub use rate_limit::rate_limit_holds_across_clients;
 pub use timing::{delayed_delivery_never_early, long_handler_gets_no_duplicate};
 pub use topic_pause::pause_stops_every_listener_of_a_topic;
 pub use unique_jobs::unique_key_admits_one_job;

@@ -9,9 +9,13 @@
 //!    holds prefetched
 //!    ([`Backend::pause_receiving`](crate::spi::Backend::pause_receiving));
 //! 2. the **local concurrency limit**: one slot per running job
-//!    ([`ConsumeOptions::concurrency`](crate::ConsumeOptions::concurrency)).
+//!    ([`ConsumeOptions::concurrency`](crate::ConsumeOptions::concurrency));
+//! 3. the topic's **rate limit**, cluster-wide
+//!    ([`ConsumeOptions::rate_limit`](crate::ConsumeOptions::rate_limit),
+//!    see [`rate_gate`](super::rate_gate)): no more jobs than the listener
+//!    holds tokens for, and a fetch that waits no longer than they last.
 //!
-//! Limits shared across processes (rate limits, global concurrency) plug in
+//! Other limits shared across processes (global concurrency) plug in
 //! here as further steps, so a job is only fetched once every limit let
 //! it through — never held by a handler waiting for one while its lease
 //! runs.
@@ -21,13 +25,27 @@ use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::rate_gate::RateGate;
 use super::Ctx;
 
-/// Waits until the listener may fetch, then returns the slots the fetch
-/// may fill (at least one). `None` once the listener is stopping.
-pub(super) async fn admit(ctx: &Ctx) -> Option<Vec<OwnedSemaphorePermit>> {
+/// What a fetch may take.
+pub(super) struct Admitted {
+    /// The slots the fetch may fill (at least one).
+    pub(super) permits: Vec<OwnedSemaphorePermit>,
+    /// How long the fetch may wait for jobs.
+    pub(super) wait: Duration,
+}
+
+/// Waits until the listener may fetch, then returns what the fetch may
+/// take. `None` once the listener is stopping.
+pub(super) async fn admit(ctx: &Ctx, rate: Option<&mut RateGate>) -> Option<Admitted> {
     wait_while_paused(ctx).await?;
-    free_slots(ctx).await
+    let mut permits = free_slots(ctx).await?;
+    let wait = match rate {
+        Some(gate) => gate.admit(ctx, &mut permits).await?,
+        None => ctx.options.fetch_wait,
+    };
+    Some(Admitted { permits, wait })
 }
 
 /// Returns at once when the listener is not paused; else tells the

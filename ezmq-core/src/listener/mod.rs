@@ -36,6 +36,7 @@ mod decision;
 mod depth;
 mod execution;
 mod heartbeat;
+mod rate_gate;
 mod registry;
 mod run_loop;
 pub(crate) mod topic_pause;

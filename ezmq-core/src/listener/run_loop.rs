@@ -18,6 +18,7 @@ use crate::topic::Topic;
 
 use super::acker::{self, AckQueue};
 use super::backoff::FetchBackoff;
+use super::rate_gate::RateGate;
 use super::{admission, depth, execution, topic_pause, Ctx};
 
 /// Runs the listener: starts its acker and heartbeat ticker, fetches until
@@ -77,17 +78,21 @@ async fn join(topic: &Topic, task: &'static str, handle: Option<JoinHandle<()>>)
 
 async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
     let mut errors = FetchBackoff::new(&ctx.options.fetch_error_backoff);
+    let mut rate = RateGate::new(ctx);
     loop {
-        let Some(permits) = admission::admit(ctx).await else {
+        let Some(admission::Admitted { permits, wait }) =
+            admission::admit(ctx, rate.as_mut()).await
+        else {
             return;
         };
         // A fetch in flight is awaited, not dropped: it is bounded by
         // `fetch_wait`, and dropping it could strand delivered jobs until
         // their lease ends.
-        let fetched = ctx
-            .backend
-            .receive(&ctx.source, permits.len(), ctx.options.fetch_wait)
-            .await;
+        let fetched = ctx.backend.receive(&ctx.source, permits.len(), wait).await;
+        if let Some(gate) = rate.as_mut() {
+            let got = fetched.as_ref().map_or(0, Vec::len);
+            gate.fetched(permits.len(), got);
+        }
         match fetched {
             Ok(jobs) => {
                 errors.reset();

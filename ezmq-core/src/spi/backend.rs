@@ -16,6 +16,7 @@ use super::claim::ExclusiveClaim;
 use super::delivery::{Delivery, DeliveryHandle};
 use super::fan_out::FanOut;
 use super::job_store::JobStore;
+use super::rate_limiter::RateLimiter;
 use super::reply::ReplyChannel;
 use super::source::Source;
 use super::stats::{Peek, QueueStats};
@@ -42,7 +43,9 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
     /// [`Backend::abilities`] plus every capability whose accessor returns
     /// `Some` ([`Backend::queue_stats`], [`Backend::peek`],
     /// [`Backend::exclusive_claim`], [`Backend::fan_out`],
-    /// [`Backend::reply_channel`], [`Backend::job_store`]). Backends do not
+    /// [`Backend::reply_channel`], [`Backend::job_store`]), and
+    /// [`Capability::RateLimit`] when there is a [`Backend::rate_limiter`]
+    /// or claims to build one on. Backends do not
     /// override it; a wrapper
     /// forwards the accessors and [`Backend::abilities`] instead.
     fn capabilities(&self) -> Capabilities {
@@ -62,6 +65,12 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
             (Capability::FanOut, self.fan_out().is_some()),
             (Capability::RequestReply, self.reply_channel().is_some()),
             (Capability::JobStore, self.job_store().is_some()),
+            // Core builds a rate limiter on claims where the backend has
+            // none of its own (`flow::claim_rate`).
+            (
+                Capability::RateLimit,
+                self.rate_limiter().is_some() || self.exclusive_claim().is_some(),
+            ),
         ] {
             if present {
                 caps = caps.with(capability);
@@ -166,6 +175,13 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
 
     /// [`JobStore`], when the backend has it.
     fn job_store(&self) -> Option<&dyn JobStore> {
+        None
+    }
+
+    /// The backend's own [`RateLimiter`], when it has one. Without it,
+    /// rate-limited listeners use core's limiter on
+    /// [`Backend::exclusive_claim`].
+    fn rate_limiter(&self) -> Option<&dyn RateLimiter> {
         None
     }
 }

@@ -33,11 +33,16 @@ pub enum Capability {
     /// Finding jobs by id and state, cancelling and promoting them
     /// ([`JobStore`](super::JobStore)).
     JobStore,
+    /// Cluster-wide rate limits on a topic's handler starts
+    /// ([`ConsumeOptions::with_rate_limit`](crate::ConsumeOptions::with_rate_limit)):
+    /// the backend's own [`RateLimiter`](super::RateLimiter), or core's,
+    /// built on its [`ExclusiveClaim`](super::ExclusiveClaim).
+    RateLimit,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 9] = [
+    pub const ALL: [Capability; 10] = [
         Capability::DelayedDelivery,
         Capability::LeaseExtension,
         Capability::QueueStats,
@@ -47,6 +52,7 @@ impl Capability {
         Capability::RequestReply,
         Capability::IdempotentPush,
         Capability::JobStore,
+        Capability::RateLimit,
     ];
 
     /// A short human name, e.g. `delayed delivery`.
@@ -61,6 +67,7 @@ impl Capability {
             Capability::RequestReply => "request-reply inboxes",
             Capability::IdempotentPush => "idempotent push by message id",
             Capability::JobStore => "job store (jobs by id and state)",
+            Capability::RateLimit => "rate limits across processes",
         }
     }
 

@@ -10,7 +10,8 @@
 //! JetStream's `Message` do.
 //!
 //! Optional abilities are separate small traits — [`QueueStats`], [`Peek`],
-//! [`ExclusiveClaim`], [`FanOut`], [`ReplyChannel`], [`JobStore`] — that a backend hands
+//! [`ExclusiveClaim`], [`FanOut`], [`ReplyChannel`], [`JobStore`],
+//! [`RateLimiter`] — that a backend hands
 //! out from [`Backend`]'s accessors. The [`Capabilities`] report,
 //! [`Backend::capabilities`], is derived: one capability per accessor that
 //! returns `Some`, plus the abilities that are a flag on the core calls
@@ -29,6 +30,7 @@ mod fan_out;
 mod job_store;
 pub mod option_value;
 pub mod protocol_probe;
+mod rate_limiter;
 mod reply;
 mod runtime;
 mod source;
@@ -41,6 +43,7 @@ pub use delivery::{Delivery, DeliveryHandle, Settle};
 pub use failure_text::{error_chain, panic_message};
 pub use fan_out::{FanOut, GroupInfo, GroupMembership};
 pub use job_store::{Cancelled, JobInfo, JobState, JobStore};
+pub use rate_limiter::{Grant, RateLimiter};
 pub use reply::{Inbox, ReplyChannel};
 pub use runtime::Runtime;
 pub use source::Source;

@@ -304,6 +304,15 @@ impl Runtime {
         if matches!(source, Source::Group { .. }) {
             self.require(Capability::FanOut)?;
         }
+        if options.rate_limit.is_some() {
+            if matches!(source, Source::Group { .. }) {
+                return Err(Error::invalid_option(
+                    "rate_limit",
+                    "a consumer group's listener cannot have a rate limit yet; limit the topic's own listeners",
+                ));
+            }
+            self.require(Capability::RateLimit)?;
+        }
         listener::start(self, &self.listeners, source, handler, options)
     }
 

@@ -1,0 +1,37 @@
+//! Cluster-wide rate limits: tokens a listener takes before it fetches
+//! ([`Capability::RateLimit`](super::Capability::RateLimit)).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::rate_limit::RateLimit;
+use crate::topic::Topic;
+
+/// What [`RateLimiter::take`] granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// Tokens taken: handler starts the caller may make.
+    pub tokens: u32,
+    /// How long the tokens stay good: a start after that would break the
+    /// limit's bound, so the caller drops what it did not use by then.
+    pub usable_for: Duration,
+    /// With no token granted, how long until asking again can succeed.
+    pub retry_after: Duration,
+}
+
+/// The token bucket of [`RateLimit`] shared by every listener of a topic
+/// in every process. A backend hands out its own from
+/// [`Backend::rate_limiter`](super::Backend::rate_limiter) when its broker
+/// can keep the bucket itself (a script); otherwise core keeps it in
+/// claims ([`ExclusiveClaim`](super::ExclusiveClaim)), one per slice of
+/// tokens.
+///
+/// Every listener of a bucket passes the same `limit`; a call never waits
+/// for tokens (it says how long to wait instead).
+#[async_trait]
+pub trait RateLimiter: Send + Sync {
+    /// Takes up to `want` tokens of the bucket `bucket` now.
+    async fn take(&self, bucket: &Topic, limit: &RateLimit, want: u32) -> Result<Grant>;
+}
