@@ -40,10 +40,12 @@
 
 mod broker;
 pub mod cases;
+mod doomed;
 mod runner;
 pub mod support;
 
 pub use broker::Broker;
+pub use doomed::Doomed;
 pub use runner::{is_required, run, Ctx, CASE_DEADLINE, REQUIRE_ENV};
 
 /// Every case of the suite, in the order [`behaviour_suite!`] lists them.
@@ -77,6 +79,7 @@ pub const CASES: &[&str] = &[
     "pause_stops_every_listener_of_a_topic",
     "cron_skips_overlapping_runs",
     "rate_limit_holds_across_clients",
+    "global_concurrency_holds_across_clients",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -120,6 +123,7 @@ macro_rules! behaviour_suite {
             pause_stops_every_listener_of_a_topic,
             cron_skips_overlapping_runs,
             rate_limit_holds_across_clients,
+            global_concurrency_holds_across_clients,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

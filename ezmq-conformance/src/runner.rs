@@ -41,6 +41,12 @@ impl Ctx {
         &*self.broker
     }
 
+    /// The broker under test, to hand to another runtime
+    /// ([`Doomed`](crate::Doomed)).
+    pub fn broker_handle(&self) -> Arc<dyn Broker> {
+        Arc::clone(&self.broker)
+    }
+
     /// The first client, connected by [`run`]. The case shuts it down.
     pub fn client(&self) -> &Client {
         &self.client

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use ezmq_core::spi::{Capability, Delivery, Source};
-use ezmq_core::{Client, Error, MqClient, Result, Topic};
+use ezmq_core::{Client, ConsumeOptions, Error, Job, MqClient, MqClientExt, Result, Topic};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 /// Bound for events that should happen at once (a delivery of a message
@@ -155,4 +155,38 @@ pub async fn receive_one(client: &Client, topic: &str) -> Delivery {
             "nothing received from {topic} within {SOON:?}"
         );
     }
+}
+
+/// The opening of a case about a listener option that needs
+/// `capability`: on a backend without it, asserts that a listener with
+/// `options` on `topic` is refused with [`Error::Unsupported`], prints the
+/// skip line, shuts the first client down and returns false. Otherwise
+/// asserts that a listener with `bad` is refused with
+/// [`Error::InvalidOption`] naming `option`, and returns true.
+pub async fn listener_option_gate(
+    ctx: &crate::Ctx,
+    topic: &str,
+    options: ConsumeOptions,
+    capability: Capability,
+    bad: ConsumeOptions,
+    option: &'static str,
+) -> bool {
+    let client = ctx.client();
+    let idle = |_job: Job| async { Ok::<(), std::convert::Infallible>(()) };
+    if !ctx.has(capability) {
+        assert_unsupported(
+            client.add_consume_listener_with(topic, options, idle).await,
+            capability,
+            option,
+        );
+        ctx.skip_lacking(capability);
+        shutdown_all(&[client]).await;
+        return false;
+    }
+    let refused = client.add_consume_listener_with(topic, bad, idle).await;
+    assert!(
+        matches!(&refused, Err(Error::InvalidOption { option: got, .. }) if *got == option),
+        "a bad `{option}` is refused at registration, got {refused:?}"
+    );
+    true
 }

@@ -129,7 +129,19 @@ pub struct ConsumeOptions {
     /// every listener of the topic in every process
     /// ([`ConsumeOptions::with_rate_limit`]). Default `None`: no limit.
     pub rate_limit: Option<RateLimit>,
+    /// At most this many handlers of the topic run at once, over every
+    /// listener of the topic in every process
+    /// ([`ConsumeOptions::with_global_concurrency`]). Default `None`.
+    pub global_concurrency: Option<u32>,
+    /// How long a global concurrency slot is held without renewal: a
+    /// process that dies gives its slots back within about 2¼ of it.
+    /// Default 4 s.
+    pub slot_lease: Duration,
 }
+
+/// The highest [`ConsumeOptions::global_concurrency`]: every slot is a
+/// claim a listener may have to probe.
+const MAX_GLOBAL_CONCURRENCY: u32 = 256;
 
 impl Default for ConsumeOptions {
     fn default() -> Self {
@@ -149,6 +161,8 @@ impl Default for ConsumeOptions {
             hooks: ListenerHooks::default(),
             queue_depth_every: Some(Duration::from_secs(5)),
             rate_limit: None,
+            global_concurrency: None,
+            slot_lease: Duration::from_secs(4),
         }
     }
 }
@@ -296,10 +310,58 @@ impl ConsumeOptions {
         self
     }
 
+    /// Runs at most `n` handlers of the topic at once, over every listener
+    /// of the topic in every process (1 to 256): a database that falls
+    /// over at 50 writers gets at most 50, however many workers run. Each
+    /// listener still runs at most its own
+    /// [`concurrency`](ConsumeOptions::concurrency). Slots are leases
+    /// ([`ConsumeOptions::with_slot_lease`]): a process that dies without
+    /// giving its slots back frees them within about 2¼ leases. A job
+    /// waiting for a slot stays in the queue (not fetched, not counted as
+    /// an attempt). Every listener of a topic should use the same `n` and
+    /// lease. On a backend without
+    /// [`Capability::GlobalConcurrency`](crate::spi::Capability::GlobalConcurrency)
+    /// `add_listener` fails with [`Error::Unsupported`].
+    ///
+    /// ```
+    /// use ezmq_core::ConsumeOptions;
+    ///
+    /// let opts = ConsumeOptions::new()
+    ///     .with_concurrency(16)
+    ///     .with_global_concurrency(5);
+    /// assert!(opts.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn with_global_concurrency(mut self, n: u32) -> Self {
+        self.global_concurrency = Some(n);
+        self
+    }
+
+    /// Sets [`ConsumeOptions::slot_lease`] (1 s to 10 min).
+    #[must_use]
+    pub fn with_slot_lease(mut self, lease: Duration) -> Self {
+        self.slot_lease = lease;
+        self
+    }
+
     /// Checks the values.
     pub fn validate(&self) -> Result<()> {
         if let Some(limit) = &self.rate_limit {
             limit.validate()?;
+        }
+        if let Some(n) = self.global_concurrency {
+            if !(1..=MAX_GLOBAL_CONCURRENCY).contains(&n) {
+                return Err(Error::invalid_option(
+                    "global_concurrency",
+                    format!("{n} is outside 1..={MAX_GLOBAL_CONCURRENCY}"),
+                ));
+            }
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(600)).contains(&self.slot_lease) {
+            return Err(Error::invalid_option(
+                "slot_lease",
+                format!("{:?} is outside 1s..=600s", self.slot_lease),
+            ));
         }
         if self.concurrency == 0 {
             return Err(Error::invalid_option("concurrency", "must be at least 1"));

@@ -21,6 +21,11 @@
 //!   (`max > prefetch`: certain evidence, the listener can take more than
 //!   the consumer may ever hold; e.g. a consumer opened while the jobs of
 //!   a lost connection were still running), to `target`;
+//! - **grow** also when every fetch for at least [`SHRINK_AFTER`], and at
+//!   least [`SHRINK_FETCHES`] fetches in a row, had `target > prefetch`
+//!   (an admission that came back a slot at a time, as a global
+//!   concurrency limit's slots do), to the smallest `target` among them
+//!   (an ack in flight inflates one fetch's `target`, not every one's);
 //! - **shrink** when every fetch for at least [`SHRINK_AFTER`], and at
 //!   least [`SHRINK_FETCHES`] fetches in a row, had `target < prefetch`
 //!   (the admission really shrank), to the largest `target` among them;
@@ -58,6 +63,12 @@ pub(crate) struct Sizing {
     below_fetches: u32,
     /// The largest `target` among them.
     below_peak: u16,
+    /// Since when every fetch had `target > prefetch`.
+    above_since: Option<Instant>,
+    /// How many fetches in a row did.
+    above_fetches: u32,
+    /// The smallest `target` among them.
+    above_low: u16,
 }
 
 impl Sizing {
@@ -75,7 +86,27 @@ impl Sizing {
             *self = Sizing::default();
             return Some(target.max(prefetch.saturating_add(1)));
         }
-        if target >= prefetch {
+        if target > prefetch {
+            self.below_since = None;
+            self.below_fetches = 0;
+            self.below_peak = 0;
+            let since = *self.above_since.get_or_insert(now);
+            self.above_fetches = self.above_fetches.saturating_add(1);
+            self.above_low = if self.above_fetches == 1 {
+                target
+            } else {
+                self.above_low.min(target)
+            };
+            if self.above_fetches >= SHRINK_FETCHES && now.duration_since(since) >= SHRINK_AFTER {
+                let to = self.above_low;
+                *self = Sizing::default();
+                return Some(to);
+            }
+            return None;
+        }
+        self.above_since = None;
+        self.above_fetches = 0;
+        if target == prefetch {
             *self = Sizing::default();
             return None;
         }
@@ -120,6 +151,22 @@ mod tests {
         let mut sizing = Sizing::default();
         assert_eq!(sizing.resize(2, 4, target(0, 4), Instant::now()), Some(4));
         assert_eq!(sizing.resize(2, 3, target(0, 3), Instant::now()), Some(3));
+    }
+
+    #[test]
+    fn grows_after_a_while_when_the_admission_came_back_a_slot_at_a_time() {
+        let mut sizing = Sizing::default();
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        // Prefetch 2, the listener now runs 4 (fetches of 1 or 2).
+        assert_eq!(sizing.resize(2, 1, target(3, 1), at(0)), None);
+        assert_eq!(sizing.resize(2, 2, target(2, 2), at(400)), None);
+        assert_eq!(sizing.resize(2, 1, target(5, 1), at(800)), None);
+        assert_eq!(sizing.resize(2, 1, target(3, 1), at(1_000)), Some(4));
+        // A fetch at the prefetch in between starts the count over.
+        assert_eq!(sizing.resize(4, 1, target(4, 1), at(1_100)), None);
+        assert_eq!(sizing.resize(4, 1, target(3, 1), at(1_200)), None);
+        assert_eq!(sizing.resize(4, 1, target(4, 1), at(2_500)), None);
     }
 
     #[test]

@@ -22,6 +22,7 @@ impl Broker for Rabbit {
             .with(Capability::FanOut)
             .with(Capability::RequestReply)
             .with(Capability::RateLimit)
+            .with(Capability::GlobalConcurrency)
     }
 
     fn url(&self) -> String {

@@ -7,6 +7,7 @@
 
 mod consume;
 mod failures;
+mod global_concurrency;
 mod idempotence;
 mod inspection;
 mod job_control;
@@ -33,6 +34,7 @@ pub use failures::{
     at_least_once_when_consumer_dies, permanent_error_skips_retries,
     retry_with_backoff_then_dead_letter,
 };
+pub use global_concurrency::global_concurrency_holds_across_clients;
 pub use idempotence::idempotent_push_by_message_id;
 pub use inspection::{capabilities_are_consistent, peek, queue_len};
 pub use job_control::{

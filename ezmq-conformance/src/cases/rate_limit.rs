@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ezmq_core::spi::Capability;
-use ezmq_core::{Client, ConsumeOptions, Error, Job, MqClient, MqClientExt, PushOptions};
+use ezmq_core::{Client, ConsumeOptions, Job, MqClient, MqClientExt, PushOptions};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
-use crate::support::{assert_quiet, assert_unsupported, channel, recv_n, shutdown_all, SOON};
+use crate::support::{assert_quiet, channel, listener_option_gate, recv_n, shutdown_all, SOON};
 use crate::Ctx;
 
 /// Jobs in the backlog.
@@ -35,36 +35,18 @@ pub async fn rate_limit_holds_across_clients(ctx: Ctx) {
     let limited = ConsumeOptions::new()
         .with_concurrency(CONCURRENCY)
         .with_rate_limit(RATE, Duration::from_secs(1));
-    if !ctx.has(Capability::RateLimit) {
-        assert_unsupported(
-            a.add_consume_listener_with(&name, limited, |_job: Job| async {
-                Ok::<(), std::convert::Infallible>(())
-            })
-            .await,
-            Capability::RateLimit,
-            "a rate-limited listener",
-        );
-        ctx.skip_lacking(Capability::RateLimit);
-        shutdown_all(&[a]).await;
+    let bad = ConsumeOptions::new().with_rate_limit(0, Duration::from_secs(1));
+    let gate = listener_option_gate(
+        &ctx,
+        &name,
+        limited.clone(),
+        Capability::RateLimit,
+        bad,
+        "rate_limit",
+    );
+    if !gate.await {
         return;
     }
-    let refused = a
-        .add_consume_listener_with(
-            &name,
-            ConsumeOptions::new().with_rate_limit(0, Duration::from_secs(1)),
-            |_job: Job| async { Ok::<(), std::convert::Infallible>(()) },
-        )
-        .await;
-    assert!(
-        matches!(
-            refused,
-            Err(Error::InvalidOption {
-                option: "rate_limit",
-                ..
-            })
-        ),
-        "a limit of 0 is refused at registration, got {refused:?}"
-    );
 
     let mut clients = vec![a.clone()];
     for _ in 1..CLIENTS {

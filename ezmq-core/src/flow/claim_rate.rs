@@ -18,8 +18,9 @@
 //! fewer for a limit that does not bite (a chunk then lasts its listener
 //! the whole slice).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use super::unix_millis;
 use crate::error::Result;
 use crate::rate_limit::RateLimit;
 use crate::spi::{ExclusiveClaim, Grant};
@@ -184,15 +185,6 @@ impl ClaimRateLimiter {
         }
         picked
     }
-}
-
-/// Milliseconds since the Unix epoch (0 for a clock before it).
-fn unix_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
 }
 
 #[cfg(test)]

@@ -10,15 +10,17 @@
 //!    ([`Backend::pause_receiving`](crate::spi::Backend::pause_receiving));
 //! 2. the **local concurrency limit**: one slot per running job
 //!    ([`ConsumeOptions::concurrency`](crate::ConsumeOptions::concurrency));
-//! 3. the topic's **rate limit**, cluster-wide
+//! 3. the topic's **global concurrency**, cluster-wide
+//!    ([`ConsumeOptions::global_concurrency`](crate::ConsumeOptions::global_concurrency),
+//!    see [`slot_gate`](super::slot_gate)): no more jobs than the listener
+//!    holds free slots for, one slot per job until its handler returns;
+//! 4. the topic's **rate limit**, cluster-wide
 //!    ([`ConsumeOptions::rate_limit`](crate::ConsumeOptions::rate_limit),
 //!    see [`rate_gate`](super::rate_gate)): no more jobs than the listener
 //!    holds tokens for, and a fetch that waits no longer than they last.
 //!
-//! Other limits shared across processes (global concurrency) plug in
-//! here as further steps, so a job is only fetched once every limit let
-//! it through — never held by a handler waiting for one while its lease
-//! runs.
+//! So a job is only fetched once every limit let it through — never held
+//! by a handler waiting for one while its lease runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,26 +28,42 @@ use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::rate_gate::RateGate;
+use super::slot_gate::{GlobalSlot, SlotPool};
 use super::Ctx;
 
 /// What a fetch may take.
 pub(super) struct Admitted {
     /// The slots the fetch may fill (at least one).
     pub(super) permits: Vec<OwnedSemaphorePermit>,
+    /// A global concurrency slot per permit, with a limit.
+    pub(super) global: Vec<GlobalSlot>,
     /// How long the fetch may wait for jobs.
     pub(super) wait: Duration,
 }
 
 /// Waits until the listener may fetch, then returns what the fetch may
 /// take. `None` once the listener is stopping.
-pub(super) async fn admit(ctx: &Ctx, rate: Option<&mut RateGate>) -> Option<Admitted> {
+pub(super) async fn admit(
+    ctx: &Ctx,
+    pool: Option<&Arc<SlotPool>>,
+    rate: Option<&mut RateGate>,
+) -> Option<Admitted> {
     wait_while_paused(ctx).await?;
     let mut permits = free_slots(ctx).await?;
+    let mut global = match pool {
+        Some(pool) => pool.admit(ctx, &mut permits).await?,
+        None => Vec::new(),
+    };
     let wait = match rate {
         Some(gate) => gate.admit(ctx, &mut permits).await?,
         None => ctx.options.fetch_wait,
     };
-    Some(Admitted { permits, wait })
+    global.truncate(permits.len());
+    Some(Admitted {
+        permits,
+        global,
+        wait,
+    })
 }
 
 /// Returns at once when the listener is not paused; else tells the

@@ -16,11 +16,18 @@ use crate::spi::{error_chain, panic_message, Delivery, DeliveryHandle};
 
 use super::dead_letter::DeadLetterRecord;
 use super::decision::{Decision, Outcome, Policy};
+use super::slot_gate::GlobalSlot;
 use super::{backoff, Ctx};
 
-/// Runs the delivered job holding `slot`, then settles it with the broker.
-/// Runs inside the job's `process` span.
-pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaphorePermit) {
+/// Runs the delivered job holding `slot` (and its global concurrency slot
+/// while the handler runs), then settles it with the broker. Runs inside
+/// the job's `process` span.
+pub(crate) async fn run_job(
+    ctx: Arc<Ctx>,
+    delivery: Delivery,
+    slot: OwnedSemaphorePermit,
+    global: Option<GlobalSlot>,
+) {
     let Delivery { job, handle } = delivery;
     if ctx.options.at_most_once {
         // Settled before it runs: never delivered again, whatever happens.
@@ -42,6 +49,7 @@ pub(crate) async fn run_job(ctx: Arc<Ctx>, delivery: Delivery, slot: OwnedSemaph
         let _running = ctx.control.track_in_flight();
         run_handler(&ctx, &job, &handle).await
     };
+    drop(global);
     let decision = Decision::of(outcome, attempt, &policy);
     processing.finish(decision.settle());
     match decision {

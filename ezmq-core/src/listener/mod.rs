@@ -39,6 +39,7 @@ mod heartbeat;
 mod rate_gate;
 mod registry;
 mod run_loop;
+mod slot_gate;
 pub(crate) mod topic_pause;
 
 use std::sync::atomic::AtomicBool;

@@ -19,6 +19,7 @@ use crate::topic::Topic;
 use super::acker::{self, AckQueue};
 use super::backoff::FetchBackoff;
 use super::rate_gate::RateGate;
+use super::slot_gate::{GlobalSlot, SlotPool};
 use super::{admission, depth, execution, topic_pause, Ctx};
 
 /// Runs the listener: starts its acker and heartbeat ticker, fetches until
@@ -42,6 +43,14 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
     let sampler = ctx.options.queue_depth_every.map(|every| {
         tokio::spawn(depth::run(Arc::clone(&ctx), every, wind_down.clone()).in_current_span())
     });
+    let pool = SlotPool::new(&ctx);
+    let renewer = pool.as_ref().map(|pool| {
+        tokio::spawn(
+            Arc::clone(pool)
+                .renew_until(wind_down.clone())
+                .in_current_span(),
+        )
+    });
     // Before the first fetch: a listener started while its topic is paused
     // stays idle.
     let pause_watch = topic_pause::first_look(&ctx).await.then(|| {
@@ -49,7 +58,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
     });
     // Also stops them should this task be dropped half-way.
     let wind_down_guard = wind_down.drop_guard();
-    fetch_until_stopped(&ctx).await;
+    fetch_until_stopped(&ctx, pool.as_ref()).await;
     // No more fetches: what the backend holds prefetched for this source
     // goes back to the broker now, for other consumers.
     if let Err(err) = ctx.backend.pause_receiving(&ctx.source).await {
@@ -63,6 +72,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
     join(topic, "lease extender", ticker).await;
     join(topic, "queue depth sampler", sampler).await;
     join(topic, "pause watch", pause_watch).await;
+    join(topic, "slot renewer", renewer).await;
     tracing::debug!("listener stopped");
 }
 
@@ -76,12 +86,15 @@ async fn join(topic: &Topic, task: &'static str, handle: Option<JoinHandle<()>>)
     }
 }
 
-async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
+async fn fetch_until_stopped(ctx: &Arc<Ctx>, pool: Option<&Arc<SlotPool>>) {
     let mut errors = FetchBackoff::new(&ctx.options.fetch_error_backoff);
     let mut rate = RateGate::new(ctx);
     loop {
-        let Some(admission::Admitted { permits, wait }) =
-            admission::admit(ctx, rate.as_mut()).await
+        let Some(admission::Admitted {
+            permits,
+            global,
+            wait,
+        }) = admission::admit(ctx, pool, rate.as_mut()).await
         else {
             return;
         };
@@ -107,7 +120,7 @@ async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
                     give_back(jobs, "listener paused").await;
                     continue;
                 }
-                dispatch(ctx, jobs, permits).await;
+                dispatch(ctx, jobs, permits, global).await;
             }
             Err(err) => {
                 drop(permits);
@@ -131,8 +144,14 @@ async fn fetch_until_stopped(ctx: &Arc<Ctx>) {
 /// than [`INLINE_LIMIT`] (CPU work before its first await) turns this off
 /// for the listener: its jobs then all start in tasks of their own, where
 /// they run in parallel on every worker thread.
-async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedSemaphorePermit>) {
+async fn dispatch(
+    ctx: &Arc<Ctx>,
+    deliveries: Vec<Delivery>,
+    permits: Vec<OwnedSemaphorePermit>,
+    global: Vec<GlobalSlot>,
+) {
     let mut permits = permits.into_iter();
+    let mut global = global.into_iter();
     let mut excess = Vec::new();
     // Nothing below waits for an ACK.
     let hold = ctx.acker.hold();
@@ -145,7 +164,8 @@ async fn dispatch(ctx: &Arc<Ctx>, deliveries: Vec<Delivery>, permits: Vec<OwnedS
         // For the log should ezmq itself panic below (the handler's panics
         // are caught in `execution`).
         let (message_id, attempt) = (delivery.job.id().clone(), delivery.job.attempt());
-        let job = execution::run_job(Arc::clone(ctx), delivery, permit).instrument(span);
+        let job =
+            execution::run_job(Arc::clone(ctx), delivery, permit, global.next()).instrument(span);
         if !ctx.inline_first_poll.load(Ordering::Relaxed) {
             ctx.jobs.spawn(job);
             continue;

@@ -45,7 +45,8 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
     /// [`Backend::exclusive_claim`], [`Backend::fan_out`],
     /// [`Backend::reply_channel`], [`Backend::job_store`]), and
     /// [`Capability::RateLimit`] when there is a [`Backend::rate_limiter`]
-    /// or claims to build one on. Backends do not
+    /// or claims to build one on, and [`Capability::GlobalConcurrency`]
+    /// with claims. Backends do not
     /// override it; a wrapper
     /// forwards the accessors and [`Backend::abilities`] instead.
     fn capabilities(&self) -> Capabilities {
@@ -70,6 +71,11 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
             (
                 Capability::RateLimit,
                 self.rate_limiter().is_some() || self.exclusive_claim().is_some(),
+            ),
+            // Core's slots are claims (`flow::claim_slots`).
+            (
+                Capability::GlobalConcurrency,
+                self.exclusive_claim().is_some(),
             ),
         ] {
             if present {

@@ -38,11 +38,16 @@ pub enum Capability {
     /// the backend's own [`RateLimiter`](super::RateLimiter), or core's,
     /// built on its [`ExclusiveClaim`](super::ExclusiveClaim).
     RateLimit,
+    /// A cluster-wide limit on a topic's running handlers
+    /// ([`ConsumeOptions::with_global_concurrency`](crate::ConsumeOptions::with_global_concurrency)):
+    /// core's slots, built on the backend's
+    /// [`ExclusiveClaim`](super::ExclusiveClaim).
+    GlobalConcurrency,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 10] = [
+    pub const ALL: [Capability; 11] = [
         Capability::DelayedDelivery,
         Capability::LeaseExtension,
         Capability::QueueStats,
@@ -53,6 +58,7 @@ impl Capability {
         Capability::IdempotentPush,
         Capability::JobStore,
         Capability::RateLimit,
+        Capability::GlobalConcurrency,
     ];
 
     /// A short human name, e.g. `delayed delivery`.
@@ -68,6 +74,7 @@ impl Capability {
             Capability::IdempotentPush => "idempotent push by message id",
             Capability::JobStore => "job store (jobs by id and state)",
             Capability::RateLimit => "rate limits across processes",
+            Capability::GlobalConcurrency => "concurrency limits across processes",
         }
     }
 

@@ -304,14 +304,28 @@ impl Runtime {
         if matches!(source, Source::Group { .. }) {
             self.require(Capability::FanOut)?;
         }
-        if options.rate_limit.is_some() {
+        for (set, option, capability) in [
+            (
+                options.rate_limit.is_some(),
+                "rate_limit",
+                Capability::RateLimit,
+            ),
+            (
+                options.global_concurrency.is_some(),
+                "global_concurrency",
+                Capability::GlobalConcurrency,
+            ),
+        ] {
+            if !set {
+                continue;
+            }
             if matches!(source, Source::Group { .. }) {
                 return Err(Error::invalid_option(
-                    "rate_limit",
-                    "a consumer group's listener cannot have a rate limit yet; limit the topic's own listeners",
+                    option,
+                    "a consumer group's listener cannot have a cluster-wide limit yet; limit the topic's own listeners",
                 ));
             }
-            self.require(Capability::RateLimit)?;
+            self.require(capability)?;
         }
         listener::start(self, &self.listeners, source, handler, options)
     }
