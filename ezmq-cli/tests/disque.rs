@@ -79,3 +79,9 @@ async fn pause_resume() {
     let broker = TestBroker::start().await;
     cases::pause_resume(&disque_url(&broker)).await;
 }
+
+#[tokio::test]
+async fn stats_show_limits() {
+    let broker = TestBroker::start().await;
+    support::flow_cases::stats_show_limits(&disque_url(&broker)).await;
+}

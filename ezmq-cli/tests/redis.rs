@@ -74,3 +74,11 @@ async fn pause_resume() {
     };
     cases::pause_resume(&url).await;
 }
+
+#[tokio::test]
+async fn stats_show_limits() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    support::flow_cases::stats_show_limits(&url).await;
+}

@@ -6,7 +6,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use ezmq_core::spi::{Capability, Delivery, Source};
-use ezmq_core::{Client, ConsumeOptions, Error, Job, MqClient, MqClientExt, Result, Topic};
+use ezmq_core::{
+    Client, ConsumeOptions, Error, FlowLimits, Job, MqClient, MqClientExt, Result, Topic,
+};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 
 /// Bound for events that should happen at once (a delivery of a message
@@ -189,4 +191,22 @@ pub async fn listener_option_gate(
         "a bad `{option}` is refused at registration, got {refused:?}"
     );
     true
+}
+
+/// Waits (up to [`SOON`]) until [`Admin::flow`](ezmq_core::Admin::flow)
+/// shows `topic`'s listeners held back, under limits that pass `check`.
+pub async fn until_held_back(client: &Client, topic: &str, check: fn(&FlowLimits) -> bool) {
+    let topic = Topic::new(topic).expect("a valid topic");
+    let admin = client.admin();
+    eventually(
+        SOON,
+        "the listeners to publish their limits, held back",
+        || async {
+            admin
+                .flow(&topic)
+                .await
+                .is_ok_and(|status| status.held_back && status.limits.as_ref().is_some_and(check))
+        },
+    )
+    .await;
 }

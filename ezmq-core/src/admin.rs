@@ -4,9 +4,10 @@
 use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
+use crate::flow_status::FlowStatus;
 use crate::job::{Job, JobId};
-use crate::listener::topic_pause;
 use crate::listener::ListenerHandle;
+use crate::listener::{self, topic_pause};
 use crate::spi::{
     Cancelled, Capabilities, Capability, Delivery, DeliveryHandle, GroupInfo, JobInfo, JobState,
     JobStore, Runtime, Source,
@@ -209,6 +210,26 @@ impl<'a> Admin<'a> {
     /// True while `topic` is paused ([`Admin::pause`]).
     pub async fn is_paused(&self, topic: &Topic) -> Result<bool> {
         topic_pause::is_paused(self.runtime.exclusive_claim()?, topic).await
+    }
+
+    /// `topic`'s flow control as its listeners publish it
+    /// ([`Capability::ExclusiveClaim`]): the limits they run with
+    /// ([`ConsumeOptions::with_rate_limit`](crate::ConsumeOptions::with_rate_limit),
+    /// [`with_global_concurrency`](crate::ConsumeOptions::with_global_concurrency))
+    /// and whether one of them waited for those limits in the last 5 s.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: ezmq_core::Client) -> ezmq_core::Result<()> {
+    /// use ezmq_core::{MqClient, Topic};
+    ///
+    /// let status = client.admin().flow(&Topic::new("emails")?).await?;
+    /// if let Some(limits) = status.limits {
+    ///     println!("emails: {limits}, held back: {}", status.held_back);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn flow(&self, topic: &Topic) -> Result<FlowStatus> {
+        listener::flow_status(self.runtime.exclusive_claim()?, topic).await
     }
 
     fn job_store(&self) -> Result<&'a dyn JobStore> {

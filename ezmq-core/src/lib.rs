@@ -34,9 +34,11 @@
 //!
 //! A listener fetches only what its admission step lets through: nothing
 //! while it is paused ([`ListenerHandle::pause`]; the backend gives back
-//! what it prefetched), then at most its free concurrency slots. Limits
-//! shared across processes plug in there, before a fetch, never inside a
-//! handler that holds a job whose lease runs. After the handler, one retry
+//! what it prefetched), then at most its free concurrency slots, then the
+//! limits shared across processes — a global concurrency slot per job
+//! ([`ConsumeOptions::with_global_concurrency`]) and a rate-limit token per
+//! start ([`ConsumeOptions::with_rate_limit`]) — before a fetch, never
+//! inside a handler that holds a job whose lease runs. After the handler, one retry
 //! decision (outcome, attempt, the listener's policy with the job's own
 //! overrides) settles the job.
 //!
@@ -57,6 +59,7 @@ mod error;
 mod ext;
 mod extensions;
 mod flow;
+mod flow_status;
 mod handler;
 mod headers;
 mod hooks;
@@ -79,6 +82,7 @@ pub use client::{Client, ClientConfig};
 pub use consume_options::{Backoff, ConsumeOptions, DeadLetter};
 pub use error::{BoxError, ConnectFailure, Error, Result};
 pub use ext::MqClientExt;
+pub use flow_status::{FlowLimits, FlowStatus};
 pub use handler::{handler_fn, json_handler, Handler, HandlerFn, Permanent};
 pub use headers::{
     Headers, HeadersIter, ATTEMPT_HEADER, MESSAGE_ID_HEADER, RESERVED_HEADER_PREFIX,

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{
     Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, JobStore,
-    Peek, QueueStats, ReplyChannel, Source,
+    Peek, QueueStats, RateLimiter, ReplyChannel, Source,
 };
 use ezmq_core::{Error, JobId, PushOptions, Result, Topic};
 use redis::{Cmd, RedisError, Value};
@@ -334,6 +334,10 @@ impl Backend for RedisBackend {
     }
 
     fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
+        Some(self)
+    }
+
+    fn rate_limiter(&self) -> Option<&dyn RateLimiter> {
         Some(self)
     }
 }

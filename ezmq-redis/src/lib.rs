@@ -41,6 +41,7 @@ mod job_store;
 mod keys;
 mod live;
 mod push;
+mod rate_limiter;
 mod receive;
 mod reply;
 mod scripts;

@@ -49,9 +49,9 @@ pub(crate) async fn run<S: Subject>(subject: &S, s: &Settings) -> BoxResult<(Tab
     table.note(format!(
         "Queue filled with {n} jobs through `push_batch` before each run (not timed). Both \
          sides: `add_consume_listener_with(q, concurrency {k})`, a handler that only counts; \
-         the limited side adds `with_rate_limit({LIMIT_PER_SECOND}, 1 s)` (core's limiter on \
-         the backend's claims). {} repeat(s), alternating, each side first in every other \
-         repeat; a new client per run.",
+         the limited side adds `with_rate_limit({LIMIT_PER_SECOND}, 1 s)` (the backend's own \
+         limiter where it has one, Redis, else core's on its claims). {} repeat(s), \
+         alternating, each side first in every other repeat; a new client per run.",
         s.repeats + 1
     ));
     let mut best = [(0f64, None::<Duration>); 2];

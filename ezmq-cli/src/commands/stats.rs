@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use ezmq::spi::Capability;
-use ezmq::{Admin, Client, MqClient, Topic};
+use ezmq::{Admin, Client, FlowStatus, MqClient, Topic};
 use serde::Serialize;
 
 use crate::args::StatsArgs;
@@ -28,6 +28,14 @@ struct TopicStats {
     /// Paused cluster-wide (`ezmq pause`); `null` when the broker cannot
     /// pause topics.
     paused: Option<bool>,
+    /// The cluster-wide limits the topic's listeners run with, e.g.
+    /// `50/1s burst 5, 5 at once`; `null` without any (or when the broker
+    /// has no claims to publish them in).
+    limits: Option<String>,
+    /// True when a listener waited for those limits in the last 5 s: the
+    /// waiting jobs are held back by them. `null` when the broker cannot
+    /// tell.
+    held_back: Option<bool>,
 }
 
 /// Runs `ezmq stats`.
@@ -69,12 +77,13 @@ async fn collect(client: &Client, topics: &[(Topic, Topic)]) -> CliResult<Vec<To
 }
 
 async fn read(admin: Admin<'_>, topic: &Topic, dead: &Topic) -> CliResult<TopicStats> {
-    let (waiting, scheduled, in_flight, dead_letters, paused) = tokio::try_join!(
+    let (waiting, scheduled, in_flight, dead_letters, paused, flow) = tokio::try_join!(
         admin.queue_len(topic),
         scheduled(admin, topic),
         admin.in_flight(topic),
         admin.queue_len(dead),
         paused(admin, topic),
+        flow(admin, topic),
     )
     .context(|| format!("reading the stats of {topic:?}"))?;
     Ok(TopicStats {
@@ -84,7 +93,17 @@ async fn read(admin: Admin<'_>, topic: &Topic, dead: &Topic) -> CliResult<TopicS
         in_flight,
         dead_letters,
         paused,
+        limits: flow.and_then(|f| f.limits).map(|l| l.to_string()),
+        held_back: flow.map(|f| f.held_back),
     })
+}
+
+/// The topic's flow control, where the backend can publish it.
+async fn flow(admin: Admin<'_>, topic: &Topic) -> ezmq::Result<Option<FlowStatus>> {
+    if !admin.capabilities().has(Capability::ExclusiveClaim) {
+        return Ok(None);
+    }
+    admin.flow(topic).await.map(Some)
 }
 
 /// Whether the topic is paused, where the backend can pause topics.
@@ -111,6 +130,8 @@ fn render(stats: &[TopicStats]) -> String {
         "IN-FLIGHT",
         "DEAD-LETTERS",
         "PAUSED",
+        "LIMITS",
+        "HELD BACK",
     ]);
     for s in stats {
         table.row([
@@ -121,14 +142,22 @@ fn render(stats: &[TopicStats]) -> String {
             s.in_flight
                 .map_or_else(|| "-".to_owned(), |n| n.to_string()),
             s.dead_letters.to_string(),
-            match s.paused {
-                Some(true) => "yes".to_owned(),
-                Some(false) => "no".to_owned(),
-                None => "-".to_owned(),
-            },
+            yes_no(s.paused),
+            s.limits.clone().unwrap_or_else(|| "-".to_owned()),
+            yes_no(s.held_back),
         ]);
     }
     table.render()
+}
+
+/// `yes`, `no`, or `-` when the broker cannot tell.
+fn yes_no(value: Option<bool>) -> String {
+    match value {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => "-",
+    }
+    .to_owned()
 }
 
 /// Shows the table every `interval` until Ctrl-C: redrawn in place on a

@@ -22,7 +22,8 @@ pub struct Caps {
     pub job_store: bool,
 }
 
-async fn stats(url: &str, topic: &str) -> serde_json::Value {
+/// The `--json stats` record of one topic.
+pub async fn stats(url: &str, topic: &str) -> serde_json::Value {
     let out = ezmq(url, &["--json", "stats", topic]).await.ok();
     let json = out.json();
     json[0].clone()

@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod cases;
+pub mod flow_cases;
 
 use std::process::Stdio;
 use std::time::Duration;

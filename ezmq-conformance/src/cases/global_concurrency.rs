@@ -12,7 +12,7 @@ use ezmq_core::{Client, ConsumeOptions, Job, MqClient, MqClientExt, PushOptions}
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
-use crate::support::{channel, listener_option_gate, recv, shutdown_all, SOON};
+use crate::support::{channel, listener_option_gate, recv, shutdown_all, until_held_back, SOON};
 use crate::{Ctx, Doomed};
 
 /// The limit, over every listener.
@@ -111,6 +111,11 @@ pub async fn global_concurrency_holds_across_clients(ctx: Ctx) {
         )
         .await;
     }
+    // Tools see the limit, and the survivors held back.
+    until_held_back(a, &name, |limits| {
+        limits.global_concurrency == Some(LIMIT as u32)
+    })
+    .await;
     // Let the survivors probe for slots while the doomed client holds them all.
     while doomed_started < 4 * LIMIT {
         if let Event::DoomedStarted = recv(&mut rx, SOON, "handlers on the doomed client").await {

@@ -12,7 +12,9 @@ use ezmq_core::{Client, ConsumeOptions, Job, MqClient, MqClientExt, PushOptions}
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 
-use crate::support::{assert_quiet, channel, listener_option_gate, recv_n, shutdown_all, SOON};
+use crate::support::{
+    assert_quiet, channel, listener_option_gate, recv_n, shutdown_all, until_held_back, SOON,
+};
 use crate::Ctx;
 
 /// Jobs in the backlog.
@@ -27,7 +29,8 @@ const CONCURRENCY: usize = 8;
 /// A backlog of 1,000 jobs drains through listeners on three clients at
 /// concurrency 8 under one limit of 50 per second: the overall rate is
 /// 50/s ± 10 %, no second holds more starts than the bound (50 plus twice
-/// the burst of 5), and every job runs once. A listener with a bad limit is
+/// the burst of 5), and every job runs once; `Admin::flow` shows the limit
+/// and that it holds the backlog back. A listener with a bad limit is
 /// refused at registration.
 pub async fn rate_limit_holds_across_clients(ctx: Ctx) {
     let a = ctx.client();
@@ -62,6 +65,13 @@ pub async fn rate_limit_holds_across_clients(ctx: Ctx) {
     for client in &clients {
         listen(client, &name, limited.clone(), tx.clone()).await;
     }
+    // Tools see the limit and that it holds the backlog back.
+    until_held_back(a, &name, |limits| {
+        limits
+            .rate_limit
+            .is_some_and(|r| r.n() == RATE && r.per() == Duration::from_secs(1))
+    })
+    .await;
     let bound = SOON + Duration::from_secs(u64::try_from(JOBS).unwrap_or(0) / u64::from(RATE));
     let mut started = recv_n(&mut rx, JOBS, bound, "starts under the rate limit").await;
     assert_quiet(&mut rx, Duration::from_millis(500), "a job run twice").await;

@@ -35,6 +35,7 @@ mod dead_letter;
 mod decision;
 mod depth;
 mod execution;
+mod flow_record;
 mod heartbeat;
 mod rate_gate;
 mod registry;
@@ -59,6 +60,7 @@ use crate::topic::Topic;
 use self::control::Control;
 
 pub use self::dead_letter::DeadLetterRecord;
+pub(crate) use self::flow_record::status as flow_status;
 pub(crate) use self::registry::Registry;
 
 /// A running consume listener, returned by
@@ -170,6 +172,9 @@ pub(crate) struct Ctx {
     /// True while jobs get their first poll in the fetch loop (see
     /// `run_loop::dispatch`).
     inline_first_poll: AtomicBool,
+    /// Set when the admission step waited for a rate-limit token or a
+    /// global slot; published and cleared by [`flow_record`].
+    held_back: AtomicBool,
     /// Sends finished jobs' ACKs in batches.
     acker: acker::Acker,
     /// Extends the leases of long-running jobs; `None` on brokers without
@@ -211,6 +216,7 @@ pub(crate) fn start(
         control: Arc::clone(&control),
         jobs: TaskTracker::new(),
         inline_first_poll: AtomicBool::new(true),
+        held_back: AtomicBool::new(false),
         acker,
         heartbeats,
     });

@@ -13,6 +13,7 @@
 //! next take then asks for one token only: an idle listener does not sit
 //! on the tokens busy listeners of other processes could use.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -104,6 +105,7 @@ impl RateGate {
                 }
             };
             if !wait.is_zero() {
+                ctx.held_back.store(true, Ordering::Relaxed);
                 tokio::select! {
                     biased;
                     () = ctx.control.stopping() => return None,

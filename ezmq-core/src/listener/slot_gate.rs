@@ -14,6 +14,7 @@
 //! soon as one of its own comes back.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -133,6 +134,7 @@ impl SlotPool {
                     self.next_probe_wait()
                 }
             };
+            ctx.held_back.store(true, Ordering::Relaxed);
             tokio::select! {
                 biased;
                 () = ctx.control.stopping() => return None,

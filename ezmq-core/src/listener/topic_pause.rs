@@ -23,6 +23,7 @@ use crate::job::JobId;
 use crate::spi::{Backend, ClaimOutcome, ExclusiveClaim, MAX_CLAIM_HOLD};
 use crate::topic::{Topic, INTERNAL_PREFIX};
 
+use super::flow_record::FlowRecord;
 use super::Ctx;
 
 /// How often a listener looks whether its topic is paused.
@@ -76,12 +77,14 @@ pub(crate) async fn first_look(ctx: &Ctx) -> bool {
     true
 }
 
-/// Looks every [`POLL`] until `stop`.
+/// Looks every [`POLL`] until `stop`, and publishes the listener's
+/// flow-control record ([`FlowRecord`]) on the same polls.
 pub(crate) async fn watch(ctx: Arc<Ctx>, stop: CancellationToken) {
     let Some(name) = watched(&ctx) else {
         return;
     };
     let mut failing = false;
+    let mut record = FlowRecord::new(&ctx);
     loop {
         tokio::select! {
             biased;
@@ -89,6 +92,9 @@ pub(crate) async fn watch(ctx: Arc<Ctx>, stop: CancellationToken) {
             () = tokio::time::sleep(POLL) => {}
         }
         look(&ctx, &*ctx.backend, &name, &mut failing).await;
+        if let Some(claims) = ctx.backend.exclusive_claim() {
+            record.publish(&ctx, claims).await;
+        }
     }
 }
 

@@ -32,6 +32,8 @@ pub struct Grant {
 /// for tokens (it says how long to wait instead).
 #[async_trait]
 pub trait RateLimiter: Send + Sync {
-    /// Takes up to `want` tokens of the bucket `bucket` now.
+    /// Takes tokens of the bucket `bucket` now: up to `want`, or a larger
+    /// share of the burst when that saves round trips (the caller keeps
+    /// what it does not use at once until [`Grant::usable_for`] ends).
     async fn take(&self, bucket: &Topic, limit: &RateLimit, want: u32) -> Result<Grant>;
 }
