@@ -71,6 +71,13 @@ impl Epochs {
         }
     }
 
+    /// True in the last quarter of an epoch: a slot not renewed by then is
+    /// not handed to a new job (the renewal ticker might not get to it
+    /// before the epoch ends, and the job would outlive its claim).
+    pub(crate) fn is_late(&self, now_ms: u64) -> bool {
+        self.offset(now_ms) >= self.lease_ms * 3 / 4
+    }
+
     /// True when a holder of the current epoch should claim the next one.
     pub(crate) fn renewal_due(&self, now_ms: u64) -> bool {
         self.offset(now_ms) >= self.lease_ms / 2
@@ -116,6 +123,7 @@ mod tests {
         assert_eq!(epochs.until_join(start + 1_500), Duration::ZERO);
         // Not in the last quarter: a newcomer must have time to renew.
         assert!(!epochs.may_join(start + 3_000));
+        assert!(epochs.is_late(start + 3_000) && !epochs.is_late(start + 2_999));
         assert_eq!(
             epochs.until_join(start + 3_500),
             Duration::from_millis(1_500)

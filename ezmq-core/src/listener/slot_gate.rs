@@ -144,9 +144,13 @@ impl SlotPool {
         }
     }
 
-    /// Marks up to `max` free slots of this epoch in use.
+    /// Marks up to `max` free slots in use: those claimed for a later
+    /// epoch, and those of this epoch until its last quarter (by then a
+    /// slot in use has been renewed; one that was not is left to lapse,
+    /// since a job started on it could outlive its claim).
     fn take_free(self: &Arc<Self>, now_ms: u64, max: usize) -> Vec<GlobalSlot> {
         let epoch = self.epochs.epoch(now_ms);
+        let late = self.epochs.is_late(now_ms);
         let mut state = self.lock();
         state
             .slots
@@ -156,7 +160,8 @@ impl SlotPool {
             if taken.len() == max {
                 break;
             }
-            if !held.in_use && held.through >= epoch {
+            let valid = held.through > epoch || (held.through == epoch && !late);
+            if !held.in_use && valid {
                 held.in_use = true;
                 held.used_in = epoch;
                 taken.push(GlobalSlot {
@@ -304,6 +309,8 @@ impl SlotPool {
                 Ok(true) => {
                     if let Some(held) = state.slots.get_mut(index) {
                         held.through = epoch + 1;
+                        // A slot left alone in the last quarter is usable again.
+                        self.freed.notify_one();
                     }
                 }
                 Ok(false) => {
