@@ -108,12 +108,8 @@ impl fmt::Display for FlowLimits {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
         if let Some(rate) = self.rate_limit {
-            parts.push(format!(
-                "{}/{:?} burst {}",
-                rate.n(),
-                rate.per(),
-                rate.burst()
-            ));
+            // RateLimit's own form, with the burst always shown.
+            parts.push(rate.with_burst(rate.burst()).to_string());
         }
         if let Some(n) = self.global_concurrency {
             parts.push(format!("{n} at once"));
