@@ -135,6 +135,14 @@ pub(crate) struct PushArgs {
     /// A header `name=value` (repeatable).
     #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_header)]
     pub(crate) headers: Vec<(String, String)>,
+    /// The job's priority: `high`, `normal` (the default) or `low`.
+    #[arg(long, value_name = "PRIORITY", value_parser = parse_priority)]
+    pub(crate) priority: Option<ezmq::Priority>,
+}
+
+/// Parses `high`, `normal` or `low`.
+fn parse_priority(s: &str) -> Result<ezmq::Priority, String> {
+    s.parse().map_err(|e: ezmq::Error| e.to_string())
 }
 
 /// `ezmq dead-letters`.

@@ -79,7 +79,10 @@ pub const CASES: &[&str] = &[
     "pause_stops_every_listener_of_a_topic",
     "cron_skips_overlapping_runs",
     "rate_limit_holds_across_clients",
+    "rate_limit_by_key_keeps_quiet_keys_prompt",
     "global_concurrency_holds_across_clients",
+    "high_jobs_overtake_a_backlog_without_starving_it",
+    "priority_survives_delay_and_retry",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -123,7 +126,10 @@ macro_rules! behaviour_suite {
             pause_stops_every_listener_of_a_topic,
             cron_skips_overlapping_runs,
             rate_limit_holds_across_clients,
+            rate_limit_by_key_keeps_quiet_keys_prompt,
             global_concurrency_holds_across_clients,
+            high_jobs_overtake_a_backlog_without_starving_it,
+            priority_survives_delay_and_retry,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

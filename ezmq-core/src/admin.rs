@@ -6,14 +6,30 @@ use std::time::{Duration, SystemTime};
 use crate::error::Result;
 use crate::flow_status::FlowStatus;
 use crate::job::{Job, JobId};
+use crate::lane_mark;
 use crate::listener::ListenerHandle;
 use crate::listener::{self, topic_pause};
+use crate::priority;
 use crate::spi::{
     Cancelled, Capabilities, Capability, Delivery, DeliveryHandle, GroupInfo, JobInfo, JobState,
     JobStore, Runtime, Source,
 };
-use crate::topic::Topic;
+use crate::topic::{Topic, INTERNAL_PREFIX};
 use crate::unique;
+
+/// Jobs read from a lane of `topic`, as jobs of `topic`.
+fn in_topic(topic: &Topic, mut jobs: Vec<Job>) -> Vec<Job> {
+    for job in &mut jobs {
+        job.set_topic(topic.clone());
+    }
+    jobs
+}
+
+/// A job found in a lane of `topic`, as a job of `topic`.
+fn info_in(topic: &Topic, mut info: JobInfo) -> JobInfo {
+    info.job.set_topic(topic.clone());
+    info
+}
 
 /// Inspection and maintenance, the same on every backend: what the ezmq
 /// command line (and a dashboard, an ops script) builds on. Get one from
@@ -59,33 +75,47 @@ impl<'a> Admin<'a> {
         self.runtime.backend().capabilities()
     }
 
-    /// Jobs waiting in `topic` ([`Capability::QueueStats`]).
+    /// Jobs waiting in `topic`, its priority lanes included
+    /// ([`Capability::QueueStats`]).
     pub async fn queue_len(&self, topic: &Topic) -> Result<u64> {
         self.runtime.ensure_open()?;
-        match self.runtime.backend().queue_stats() {
-            Some(stats) => stats.queue_len(topic).await,
-            None => Err(self.runtime.unsupported(Capability::QueueStats)),
-        }
+        let Some(stats) = self.runtime.backend().queue_stats() else {
+            return Err(self.runtime.unsupported(Capability::QueueStats));
+        };
+        let lanes = self.lanes(topic).await?;
+        let lens = futures::future::try_join_all(lanes.iter().map(|q| stats.queue_len(q))).await?;
+        Ok(lens.into_iter().sum())
     }
 
     /// Jobs of `topic` delivered and not yet settled, when the broker can
     /// count them ([`Capability::QueueStats`]).
     pub async fn in_flight(&self, topic: &Topic) -> Result<Option<u64>> {
         self.runtime.ensure_open()?;
-        match self.runtime.backend().queue_stats() {
-            Some(stats) => stats.in_flight(topic).await,
-            None => Err(self.runtime.unsupported(Capability::QueueStats)),
-        }
+        let Some(stats) = self.runtime.backend().queue_stats() else {
+            return Err(self.runtime.unsupported(Capability::QueueStats));
+        };
+        let lanes = self.lanes(topic).await?;
+        let counts =
+            futures::future::try_join_all(lanes.iter().map(|q| stats.in_flight(q))).await?;
+        Ok(counts.into_iter().try_fold(0, |sum, n| n.map(|n| sum + n)))
     }
 
-    /// Up to `n` waiting jobs of `topic`, oldest first, left in place
-    /// ([`Capability::Peek`]).
+    /// Up to `n` waiting jobs of `topic`, left in place
+    /// ([`Capability::Peek`]): its High lane's first, then its own, then
+    /// its Low lane's, each oldest first.
     pub async fn peek(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
         self.runtime.ensure_open()?;
-        match self.runtime.backend().peek() {
-            Some(peek) => peek.peek(topic, n).await,
-            None => Err(self.runtime.unsupported(Capability::Peek)),
+        let Some(peek) = self.runtime.backend().peek() else {
+            return Err(self.runtime.unsupported(Capability::Peek));
+        };
+        let mut out = Vec::new();
+        for lane in self.lanes(topic).await? {
+            if out.len() >= n {
+                break;
+            }
+            out.extend(in_topic(topic, peek.peek(&lane, n - out.len()).await?));
         }
+        Ok(out)
     }
 
     /// The broadcast groups of `topic` ([`Capability::FanOut`]); `None`
@@ -98,7 +128,7 @@ impl<'a> Admin<'a> {
     /// Job `id` of `topic`, wherever it is ([`Capability::JobStore`]);
     /// `None` when it is not found.
     pub async fn job(&self, topic: &Topic, id: &JobId) -> Result<Option<JobInfo>> {
-        self.job_store()?.job(topic, id).await
+        Ok(self.find(topic, id).await?.map(|(_, info)| info))
     }
 
     /// Up to `limit` jobs of `topic` in `state`, by id, after `after`
@@ -110,12 +140,34 @@ impl<'a> Admin<'a> {
         after: Option<&JobId>,
         limit: usize,
     ) -> Result<Vec<JobInfo>> {
-        self.job_store()?.jobs(topic, state, after, limit).await
+        let store = self.job_store()?;
+        let lanes = self.lanes(topic).await?;
+        let found = futures::future::try_join_all(
+            lanes
+                .iter()
+                .map(|lane| store.jobs(lane, state, after, limit)),
+        )
+        .await?;
+        let mut jobs: Vec<JobInfo> = found
+            .into_iter()
+            .flatten()
+            .map(|info| info_in(topic, info))
+            .collect();
+        if lanes.len() > 1 {
+            jobs.sort_by(|a, b| a.job.id().as_str().cmp(b.job.id().as_str()));
+            jobs.truncate(limit);
+        }
+        Ok(jobs)
     }
 
     /// How many jobs of `topic` are in `state` ([`Capability::JobStore`]).
     pub async fn count_jobs(&self, topic: &Topic, state: JobState) -> Result<u64> {
-        self.job_store()?.count(topic, state).await
+        let store = self.job_store()?;
+        let lanes = self.lanes(topic).await?;
+        let counts =
+            futures::future::try_join_all(lanes.iter().map(|lane| store.count(lane, state)))
+                .await?;
+        Ok(counts.into_iter().sum())
     }
 
     /// Removes job `id` of `topic` unless it is running
@@ -123,14 +175,14 @@ impl<'a> Admin<'a> {
     pub async fn cancel_job(&self, topic: &Topic, id: &JobId) -> Result<Cancelled> {
         let store = self.job_store()?;
         let backend = &**self.runtime.backend();
+        let Some((lane, info)) = self.find(topic, id).await? else {
+            return Ok(Cancelled::NotFound);
+        };
         let unique = match backend.exclusive_claim() {
-            Some(_) => store
-                .job(topic, id)
-                .await?
-                .and_then(|info| unique::settled_key(&info.job)),
+            Some(_) => unique::settled_key(&info.job),
             None => None,
         };
-        let cancelled = store.cancel(topic, id).await?;
+        let cancelled = store.cancel(&lane, id).await?;
         if let (Cancelled::Removed, Some(key)) = (cancelled, unique) {
             unique::release(backend, &key, id).await;
         }
@@ -140,7 +192,10 @@ impl<'a> Admin<'a> {
     /// Makes a scheduled or retrying job ready now
     /// ([`Capability::JobStore`]); false when it is neither.
     pub async fn promote_job(&self, topic: &Topic, id: &JobId) -> Result<bool> {
-        self.job_store()?.promote(topic, id).await
+        match self.find(topic, id).await? {
+            Some((lane, _)) => self.job_store()?.promote(&lane, id).await,
+            None => Ok(false),
+        }
     }
 
     /// The jobs of `topic` waiting for a time — scheduled (a delayed push)
@@ -148,10 +203,9 @@ impl<'a> Admin<'a> {
     /// first, at most `n` ([`Capability::JobStore`]). Each has its id, due
     /// time, next attempt, headers and body.
     pub async fn scheduled(&self, topic: &Topic, n: usize) -> Result<Vec<JobInfo>> {
-        let store = self.job_store()?;
         let (mut found, retrying) = tokio::try_join!(
-            store.jobs(topic, JobState::Scheduled, None, usize::MAX),
-            store.jobs(topic, JobState::Retrying, None, usize::MAX),
+            self.jobs(topic, JobState::Scheduled, None, usize::MAX),
+            self.jobs(topic, JobState::Retrying, None, usize::MAX),
         )?;
         found.extend(retrying);
         found.sort_by_key(|info| info.due_at.unwrap_or(SystemTime::UNIX_EPOCH));
@@ -162,10 +216,9 @@ impl<'a> Admin<'a> {
     /// How many jobs of `topic` are scheduled or retrying
     /// ([`Capability::JobStore`]): what `queue_len` (ready jobs) leaves out.
     pub async fn scheduled_len(&self, topic: &Topic) -> Result<u64> {
-        let store = self.job_store()?;
         let (scheduled, retrying) = tokio::try_join!(
-            store.count(topic, JobState::Scheduled),
-            store.count(topic, JobState::Retrying),
+            self.count_jobs(topic, JobState::Scheduled),
+            self.count_jobs(topic, JobState::Retrying),
         )?;
         Ok(scheduled + retrying)
     }
@@ -174,7 +227,10 @@ impl<'a> Admin<'a> {
     /// ([`Capability::JobStore`]); false when it is neither. It is not
     /// delivered before `at`.
     pub async fn reschedule_job(&self, topic: &Topic, id: &JobId, at: SystemTime) -> Result<bool> {
-        self.job_store()?.reschedule(topic, id, at).await
+        match self.find(topic, id).await? {
+            Some((lane, _)) => self.job_store()?.reschedule(&lane, id, at).await,
+            None => Ok(false),
+        }
     }
 
     /// Pauses `topic` in every process ([`Capability::ExclusiveClaim`]):
@@ -230,6 +286,39 @@ impl<'a> Admin<'a> {
     /// ```
     pub async fn flow(&self, topic: &Topic) -> Result<FlowStatus> {
         listener::flow_status(self.runtime.exclusive_claim()?, topic).await
+    }
+
+    /// The queues of `topic`: its priority lanes and itself, highest
+    /// first, while it is marked as having lanes; itself alone otherwise.
+    async fn lanes(&self, topic: &Topic) -> Result<Vec<Topic>> {
+        let claims = match self.runtime.backend().exclusive_claim() {
+            Some(claims) if !topic.as_str().starts_with(INTERNAL_PREFIX) => claims,
+            _ => return Ok(vec![topic.clone()]),
+        };
+        if lane_mark::is_marked(claims, topic).await? {
+            Ok(priority::lanes(topic)?.to_vec())
+        } else {
+            Ok(vec![topic.clone()])
+        }
+    }
+
+    /// Job `id` of `topic` and the lane it is in. The topic's own queue
+    /// (the Normal lane) first: a job found there costs no look at the
+    /// lanes' mark, so plain topics pay one lookup, as before lanes.
+    async fn find(&self, topic: &Topic, id: &JobId) -> Result<Option<(Topic, JobInfo)>> {
+        let store = self.job_store()?;
+        if let Some(info) = store.job(topic, id).await? {
+            return Ok(Some((topic.clone(), info)));
+        }
+        for lane in self.lanes(topic).await? {
+            if &lane == topic {
+                continue;
+            }
+            if let Some(info) = store.job(&lane, id).await? {
+                return Ok(Some((lane, info_in(topic, info))));
+            }
+        }
+        Ok(None)
     }
 
     fn job_store(&self) -> Result<&'a dyn JobStore> {

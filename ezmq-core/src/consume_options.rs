@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::hooks::ListenerHooks;
+use crate::rate_key::{KeyedRateLimit, RateKey};
 use crate::rate_limit::RateLimit;
 
 /// How a failed job waits before its next attempt: `initial * 2^(attempt-1)`,
@@ -129,6 +130,9 @@ pub struct ConsumeOptions {
     /// every listener of the topic in every process
     /// ([`ConsumeOptions::with_rate_limit`]). Default `None`: no limit.
     pub rate_limit: Option<RateLimit>,
+    /// The topic's rate limit per key, cluster-wide
+    /// ([`ConsumeOptions::with_rate_limit_by`]). Default `None`.
+    pub rate_limit_by: Option<KeyedRateLimit>,
     /// At most this many handlers of the topic run at once, over every
     /// listener of the topic in every process
     /// ([`ConsumeOptions::with_global_concurrency`]). Default `None`.
@@ -161,6 +165,7 @@ impl Default for ConsumeOptions {
             hooks: ListenerHooks::default(),
             queue_depth_every: Some(Duration::from_secs(5)),
             rate_limit: None,
+            rate_limit_by: None,
             global_concurrency: None,
             slot_lease: Duration::from_secs(4),
         }
@@ -310,6 +315,40 @@ impl ConsumeOptions {
         self
     }
 
+    /// Limits each key to at most `n` handler starts per `per`, summed
+    /// over every listener of the topic in every process: at most 10 jobs
+    /// a second per tenant, say, with every tenant's jobs sharing the
+    /// listeners. The key comes from the job (see [`RateKey`]); a job
+    /// without one is not limited by key.
+    ///
+    /// The key is inside the job, so the limit applies after the fetch:
+    /// a job whose key is over its limit is **deferred**, handed back to
+    /// the broker to come again at the start reserved for it, without
+    /// counting an attempt (no retry hook, no failure). A noisy key's
+    /// backlog so passes the ready queue once and then waits in delayed
+    /// storage, not in front of other keys' jobs. Each key's bucket has
+    /// the burst of [`RateLimit`]; at most 1,000 starts a second per key.
+    /// Combines with [`ConsumeOptions::with_rate_limit`] (both hold) and
+    /// the other limits. On a backend without
+    /// [`Capability::RateLimitByKey`](crate::spi::Capability::RateLimitByKey)
+    /// `add_listener` fails with [`Error::Unsupported`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use ezmq_core::{ConsumeOptions, RateKey};
+    ///
+    /// // An API that takes 10 calls a second per customer account.
+    /// let opts = ConsumeOptions::new()
+    ///     .with_concurrency(8)
+    ///     .with_rate_limit_by(RateKey::header("account"), 10, Duration::from_secs(1));
+    /// assert!(opts.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn with_rate_limit_by(mut self, key: RateKey, n: u32, per: Duration) -> Self {
+        self.rate_limit_by = Some(KeyedRateLimit::new(key, RateLimit::new(n, per)));
+        self
+    }
+
     /// Runs at most `n` handlers of the topic at once, over every listener
     /// of the topic in every process (1 to 256): a database that falls
     /// over at 50 writers gets at most 50, however many workers run. Each
@@ -347,6 +386,9 @@ impl ConsumeOptions {
     /// Checks the values.
     pub fn validate(&self) -> Result<()> {
         if let Some(limit) = &self.rate_limit {
+            limit.validate()?;
+        }
+        if let Some(limit) = &self.rate_limit_by {
             limit.validate()?;
         }
         if let Some(n) = self.global_concurrency {

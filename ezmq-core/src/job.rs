@@ -116,6 +116,12 @@ impl Job {
         self
     }
 
+    /// The job as delivered from `topic` (a job read from a priority lane
+    /// belongs to the lane's topic).
+    pub(crate) fn set_topic(&mut self, topic: Topic) {
+        self.topic = topic;
+    }
+
     /// Sets the attempt number (1 for a first delivery; 0 is taken as 1).
     #[must_use]
     pub fn with_attempt(mut self, attempt: u32) -> Self {

@@ -17,6 +17,8 @@
 //! | `ezmq-backoff` | `<initial ms>,<max ms>` | [`PushOptions::with_backoff`] |
 //! | `ezmq-unique-key` | the unique key | [`PushOptions::with_unique_key`] |
 //! | `ezmq-unique-release` | `ttl` | the key is kept until its ttl ([`UniqueKey::until_ttl`](crate::UniqueKey::until_ttl)) |
+//! | `ezmq-priority` | `high` or `low` | [`PushOptions::with_priority`], not `Normal` |
+//! | `ezmq-reserved-start` | `<attempt>:<ms since the Unix epoch>` | a per-key rate limit deferred the job ([`ConsumeOptions::with_rate_limit_by`](crate::ConsumeOptions::with_rate_limit_by)) |
 //!
 //! A job pushed by another client (a raw Disque `ADDJOB`, say) has none of
 //! them: its id is the broker's, and the listener's policy applies.
@@ -27,6 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::consume_options::Backoff;
 use crate::headers::{Headers, MESSAGE_ID_HEADER};
 use crate::job::{Job, JobId};
+use crate::priority::{Priority, PRIORITY_HEADER};
 use crate::push_options::PushOptions;
 
 /// Header with the time a job was first pushed, when its id does not
@@ -39,6 +42,11 @@ pub const RUN_AT_HEADER: &str = "ezmq-run-at";
 pub const MAX_ATTEMPTS_HEADER: &str = "ezmq-max-attempts";
 /// Header with a job's own retry backoff ([`PushOptions::with_backoff`]).
 pub const BACKOFF_HEADER: &str = "ezmq-backoff";
+/// Header with the start a per-key rate limit reserved for a deferred
+/// job (`<attempt>:<ms since the Unix epoch>`), written by
+/// [`Settle::defer`](crate::spi::Settle::defer): the job starts when it
+/// comes back as that attempt, without reserving again.
+pub const RESERVATION_HEADER: &str = "ezmq-reserved-start";
 
 /// What ezmq knows about a job beyond its body: read from the headers core
 /// wrote at the push (see the [module docs](self)).
@@ -72,6 +80,9 @@ pub struct JobMeta {
     pub enqueued_at: Option<SystemTime>,
     /// When a delayed job became (or becomes) deliverable.
     pub scheduled_at: Option<SystemTime>,
+    /// The job's priority ([`PushOptions::with_priority`]): the lane it
+    /// waits in, kept through delay, retry and requeue.
+    pub priority: Priority,
 }
 
 impl JobMeta {
@@ -100,6 +111,7 @@ impl JobMeta {
                 .filter(|n| *n >= 1),
             backoff: headers.get(BACKOFF_HEADER).and_then(parse_backoff),
             scheduled_at: time_header(headers, RUN_AT_HEADER),
+            priority: Priority::of_headers(headers),
         }
     }
 
@@ -144,6 +156,11 @@ impl JobMeta {
         }
         if let Some(unique) = &options.unique {
             unique.stamp(&mut options.headers);
+        }
+        if options.priority != Priority::Normal {
+            options
+                .headers
+                .insert_static(PRIORITY_HEADER, options.priority.as_str().to_owned());
         }
         if let Some(max) = options.max_attempts {
             options

@@ -9,12 +9,11 @@
 //!    ([`JobMeta::stamp`]);
 //! 3. **unique key**: a push with one claims it under its id
 //!    ([`unique`]); a duplicate stops here;
-//! 4. **trace context, `send` span, metrics** ([`telemetry`]);
-//! 5. **the backend**: [`Backend::publish`], [`Backend::publish_batch`] or
+//! 4. **priority**: the job goes to its topic's lane
+//!    ([`Priority`]; the topic itself for `Normal`);
+//! 5. **trace context, `send` span, metrics** ([`telemetry`]);
+//! 6. **the backend**: [`Backend::publish`], [`Backend::publish_batch`] or
 //!    [`FanOut::publish_to_groups`].
-//!
-//! What later features add to every push (priorities) goes between 2 and
-//! 4, once, here.
 
 use std::collections::HashMap;
 
@@ -23,6 +22,7 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::job::JobId;
 use crate::job_meta::JobMeta;
+use crate::priority::Priority;
 use crate::push_options::PushOptions;
 use crate::spi::{Backend, FanOut};
 use crate::telemetry::{self, Telemetry};
@@ -37,12 +37,13 @@ pub(crate) async fn publish(
     body: Bytes,
     mut options: PushOptions,
 ) -> Result<JobId> {
+    let queue = options.priority.lane(topic)?;
     let id = JobMeta::stamp(&mut options);
     let held = match &options.unique {
         Some(unique) => Some(unique::claim(backend, topic, unique, &id).await?),
         None => None,
     };
-    let sent = telemetry::publish(telemetry, backend, topic, body, &options, &id).await;
+    let sent = telemetry::publish(telemetry, backend, topic, &queue, body, &options, &id).await;
     if let (Err(err), Some(held)) = (&sent, held) {
         // Refused: no job holds the key. Unknown: the job may be stored.
         if !err.is_outcome_unknown() {
@@ -67,7 +68,7 @@ pub(crate) async fn publish_batch(
         .map(|(_, options)| JobMeta::stamp_at(options, now))
         .collect();
     if stamped.iter().all(|(_, options)| options.unique.is_none()) {
-        let sent = telemetry::publish_batch(telemetry, backend, topic, stamped).await;
+        let sent = send_batch(telemetry, backend, topic, stamped).await;
         return ids
             .into_iter()
             .zip(sent)
@@ -148,7 +149,7 @@ async fn publish_unique_batch(
         .filter(|(_, claim)| claim.is_ok())
         .map(|(job, _)| job)
         .collect();
-    let mut sent = telemetry::publish_batch(telemetry, backend, topic, sending)
+    let mut sent = send_batch(telemetry, backend, topic, sending)
         .await
         .into_iter();
     let mut results = Vec::with_capacity(ids.len());
@@ -175,6 +176,72 @@ async fn publish_unique_batch(
         results.push(outcome.map(|_| id));
     }
     results
+}
+
+/// One lane's part of a batch: each job's index in the batch, and the job.
+type LaneBatch = (Vec<usize>, Vec<(Bytes, PushOptions)>);
+
+/// Sends stamped jobs of `topic`, each to its priority's lane: one
+/// backend batch per lane, the lanes' batches at once; each job's id or
+/// error, in order.
+async fn send_batch(
+    telemetry: &Telemetry,
+    backend: &dyn Backend,
+    topic: &Topic,
+    jobs: Vec<(Bytes, PushOptions)>,
+) -> Vec<Result<JobId>> {
+    let first = jobs.first().map_or(Priority::Normal, |(_, o)| o.priority);
+    if jobs.iter().all(|(_, options)| options.priority == first) {
+        return match first.lane(topic) {
+            Ok(queue) => telemetry::publish_batch(telemetry, backend, topic, &queue, jobs).await,
+            Err(err) => refuse_all(&jobs, &err),
+        };
+    }
+    let count = jobs.len();
+    let mut by_lane: [LaneBatch; 3] = Default::default();
+    for (index, job) in jobs.into_iter().enumerate() {
+        let lane = &mut by_lane[job.1.priority.index()];
+        lane.0.push(index);
+        lane.1.push(job);
+    }
+    let sends = Priority::ALL
+        .into_iter()
+        .zip(by_lane)
+        .filter(|(_, (indices, _))| !indices.is_empty())
+        .map(|(priority, (indices, jobs))| async move {
+            let sent = match priority.lane(topic) {
+                Ok(queue) => {
+                    telemetry::publish_batch(telemetry, backend, topic, &queue, jobs).await
+                }
+                Err(err) => refuse_all(&jobs, &err),
+            };
+            indices.into_iter().zip(sent)
+        });
+    let mut results: Vec<Option<Result<JobId>>> = (0..count).map(|_| None).collect();
+    for (index, result) in futures::future::join_all(sends).await.into_iter().flatten() {
+        if let Some(slot) = results.get_mut(index) {
+            *slot = Some(result);
+        }
+    }
+    results
+        .into_iter()
+        .map(|result| {
+            result.unwrap_or_else(|| {
+                Err(Error::backend(
+                    "the backend answered fewer jobs than it was sent",
+                    false,
+                ))
+            })
+        })
+        .collect()
+}
+
+/// The same refusal for every job of a batch whose lane has no name.
+fn refuse_all(jobs: &[(Bytes, PushOptions)], err: &Error) -> Vec<Result<JobId>> {
+    let reason = err.to_string();
+    jobs.iter()
+        .map(|_| Err(Error::invalid_option("priority", reason.clone())))
+        .collect()
 }
 
 /// Stamps and broadcasts a validated push to every group of `topic`: the

@@ -9,6 +9,8 @@ use crate::consume_options::Backoff;
 use crate::error::{Error, Result};
 use crate::headers::{Headers, RESERVED_HEADER_PREFIX};
 use crate::job::JobId;
+use crate::lane_mark::MAX_PRIORITY_DELAY;
+use crate::priority::Priority;
 use crate::unique::UniqueKey;
 
 /// Options of one push, the same on every backend. Options only one broker
@@ -57,6 +59,9 @@ pub struct PushOptions {
     /// The job's unique key: while a job with it exists, another push
     /// with it stores nothing ([`PushOptions::with_unique_key`]).
     pub unique: Option<UniqueKey>,
+    /// The job's priority: the lane of its topic it waits in
+    /// ([`PushOptions::with_priority`]).
+    pub priority: Priority,
     /// An existing job's id to keep (a requeue): the job keeps it, without
     /// deduplication.
     job_id: Option<String>,
@@ -73,6 +78,7 @@ impl fmt::Debug for PushOptions {
             .field("max_attempts", &self.max_attempts)
             .field("backoff", &self.backoff)
             .field("unique", &self.unique)
+            .field("priority", &self.priority)
             .field("job_id", &self.job_id)
             .field("backend_options", &self.backend.is_some())
             .finish()
@@ -140,6 +146,24 @@ impl PushOptions {
     #[must_use]
     pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
         self.backoff = Some(Backoff::new(initial, max));
+        self
+    }
+
+    /// Sets [`PushOptions::priority`]: `High` jobs are taken before
+    /// `Normal` ones, `Low` ones after, with weights that never starve a
+    /// lane (see [`Priority`]). Needs
+    /// [`Capability::Priorities`](crate::spi::Capability::Priorities) for
+    /// anything but `Normal`; a prioritized delay is at most 29 days.
+    ///
+    /// ```
+    /// use ezmq_core::{Priority, PushOptions};
+    ///
+    /// let urgent = PushOptions::new().with_priority(Priority::High);
+    /// assert_eq!(urgent.priority, Priority::High);
+    /// ```
+    #[must_use]
+    pub fn with_priority(mut self, priority: Priority) -> Self {
+        self.priority = priority;
         self
     }
 
@@ -255,6 +279,12 @@ impl PushOptions {
                     "must be 1 to 200 bytes long",
                 ));
             }
+        }
+        if self.priority != Priority::Normal && self.delay.is_some_and(|d| d > MAX_PRIORITY_DELAY) {
+            return Err(Error::invalid_option(
+                "delay",
+                "a prioritized job's delay is at most 29 days (its topic's lanes are marked for 30)",
+            ));
         }
         if self.max_attempts == Some(0) {
             return Err(Error::invalid_option(

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use ezmq_core::job_meta::RESERVATION_HEADER;
 use ezmq_core::spi::{envelope, Settle};
 use ezmq_core::{Headers, JobId, PushOptions, Result, Topic, ATTEMPT_HEADER};
 
@@ -48,6 +49,32 @@ impl Settle for DisqueDelivery {
         let stored = envelope::encode(&headers, &self.body);
         self.backend
             .add(&self.queue, stored, &PushOptions::new().with_delay(delay))
+            .await?;
+        self.backend.ack(&self.id).await
+    }
+
+    /// `ADDJOB ... DELAY <secs>` of a copy with the same attempt number
+    /// and the reservation header, then `ACKJOB` of this one, as a long
+    /// retry does. Disque counts delays in whole seconds, rounded up: a
+    /// deferred job comes back up to a second after its reserved start.
+    async fn defer(&self, delay: Duration, reservation: Option<&str>) -> Result<()> {
+        let mut headers = self.headers.clone();
+        headers.insert(ATTEMPT_HEADER, self.attempt.to_string());
+        match reservation {
+            Some(mark) => {
+                headers.insert(RESERVATION_HEADER, mark.to_owned());
+            }
+            None => {
+                headers.remove(RESERVATION_HEADER);
+            }
+        }
+        let stored = envelope::encode(&headers, &self.body);
+        self.backend
+            .add(
+                &self.queue,
+                stored,
+                &PushOptions::new().with_delay(delay.max(SHORTEST_BROKER_DELAY)),
+            )
             .await?;
         self.backend.ack(&self.id).await
     }

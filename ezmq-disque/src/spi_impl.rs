@@ -21,7 +21,8 @@ use crate::push_options::DisquePushOptions;
 /// ezmq builds from queues. No idempotent push: job ids are the node's.
 const ABILITIES: Capabilities = Capabilities::none()
     .with(Capability::DelayedDelivery)
-    .with(Capability::LeaseExtension);
+    .with(Capability::LeaseExtension)
+    .with(Capability::RateLimitByKey);
 
 #[async_trait]
 impl Backend for DisqueBackend {

@@ -112,7 +112,9 @@ impl RabbitBackend {
 /// backend: delays (the delay levels). No lease extension, no idempotent
 /// publish.
 pub(crate) fn abilities() -> Capabilities {
-    Capabilities::none().with(Capability::DelayedDelivery)
+    Capabilities::none()
+        .with(Capability::DelayedDelivery)
+        .with(Capability::RateLimitByKey)
 }
 
 #[async_trait]

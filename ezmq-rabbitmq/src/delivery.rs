@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use ezmq_core::job_meta::RESERVATION_HEADER;
 use ezmq_core::spi::{Capability, Settle};
 use ezmq_core::{Error, Headers, Result, ATTEMPT_HEADER};
 use lapin::options::{BasicAckOptions, BasicNackOptions};
@@ -169,14 +170,56 @@ impl Settle for RabbitDelivery {
     }
 
     async fn retry(&self, delay: Duration) -> Result<()> {
-        if !self.claim() {
-            return Ok(());
-        }
         let mut headers = self.message.headers.clone();
         headers.insert(
             ATTEMPT_HEADER,
             self.message.attempt.saturating_add(1).to_string(),
         );
+        self.republish(headers, delay).await
+    }
+
+    /// As a retry, with the same attempt number and the reservation
+    /// header.
+    async fn defer(&self, delay: Duration, reservation: Option<&str>) -> Result<()> {
+        let mut headers = self.message.headers.clone();
+        headers.insert(ATTEMPT_HEADER, self.message.attempt.to_string());
+        match reservation {
+            Some(mark) => {
+                headers.insert(RESERVATION_HEADER, mark.to_owned());
+            }
+            None => {
+                headers.remove(RESERVATION_HEADER);
+            }
+        }
+        self.republish(headers, delay).await
+    }
+
+    async fn release(&self) -> Result<()> {
+        if !self.claim() {
+            return Ok(());
+        }
+        self.finish(|| self.tracker.nack(self.tag)).await
+    }
+
+    async fn extend_lease(&self) -> Result<Duration> {
+        Err(Error::Unsupported {
+            backend: crate::BACKEND_NAME,
+            capability: Capability::LeaseExtension,
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl RabbitDelivery {
+    /// Publishes a copy with `headers` to come again after `delay`, then
+    /// acks this delivery once the copy is confirmed.
+    async fn republish(&self, headers: Headers, delay: Duration) -> Result<()> {
+        if !self.claim() {
+            return Ok(());
+        }
         let out = Outgoing {
             topic: &self.tracker.queue,
             queue: &self.tracker.queue,
@@ -196,24 +239,6 @@ impl Settle for RabbitDelivery {
                 Err(err)
             }
         }
-    }
-
-    async fn release(&self) -> Result<()> {
-        if !self.claim() {
-            return Ok(());
-        }
-        self.finish(|| self.tracker.nack(self.tag)).await
-    }
-
-    async fn extend_lease(&self) -> Result<Duration> {
-        Err(Error::Unsupported {
-            backend: crate::BACKEND_NAME,
-            capability: Capability::LeaseExtension,
-        })
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

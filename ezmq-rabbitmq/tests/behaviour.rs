@@ -23,6 +23,8 @@ impl Broker for Rabbit {
             .with(Capability::RequestReply)
             .with(Capability::RateLimit)
             .with(Capability::GlobalConcurrency)
+            .with(Capability::Priorities)
+            .with(Capability::RateLimitByKey)
     }
 
     fn url(&self) -> String {

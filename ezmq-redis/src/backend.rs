@@ -284,6 +284,7 @@ impl Backend for RedisBackend {
             .with(Capability::DelayedDelivery)
             .with(Capability::LeaseExtension)
             .with(Capability::IdempotentPush)
+            .with(Capability::RateLimitByKey)
     }
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use ezmq_core::job_meta::RESERVATION_HEADER;
 use ezmq_core::spi::{DeliveryHandle, Settle};
 use ezmq_core::{Result, ATTEMPT_HEADER, MESSAGE_ID_HEADER};
 use redis::{ToRedisArgs, Value};
@@ -63,8 +64,23 @@ impl RedisDelivery {
     /// with its entry id as job id: that id goes with it, since the re-add
     /// makes a new entry.
     fn requeued(&self, attempt: u32) -> Message {
+        self.requeued_with(attempt, None)
+    }
+
+    /// [`RedisDelivery::requeued`] with `header` set to its value, or
+    /// removed when that is `None`.
+    fn requeued_with(&self, attempt: u32, header: Option<(&str, Option<&str>)>) -> Message {
         let mut message = self.message.clone();
         message.headers.insert(ATTEMPT_HEADER, attempt.to_string());
+        match header {
+            Some((name, Some(value))) => {
+                message.headers.insert(name, value.to_owned());
+            }
+            Some((name, None)) => {
+                message.headers.remove(name);
+            }
+            None => {}
+        }
         if message.headers.get(MESSAGE_ID_HEADER).is_none() {
             message
                 .headers
@@ -76,6 +92,10 @@ impl RedisDelivery {
     /// Queue: atomically acknowledge and delete the entry, and re-add the
     /// message now (`delay` zero) or schedule it.
     async fn requeue(&self, attempt: u32, delay: Duration) -> Result<()> {
+        self.requeue_message(self.requeued(attempt), delay).await
+    }
+
+    async fn requeue_message(&self, message: Message, delay: Duration) -> Result<()> {
         let max_len = self.inner.config.stream_max_len.unwrap_or(0);
         let done: i64 = scripts::REQUEUE
             .key(&self.state.keys.stream)
@@ -83,7 +103,7 @@ impl RedisDelivery {
             .arg(&self.state.group)
             .arg(&self.entry)
             .arg(ms_ceil(delay))
-            .arg(self.requeued(attempt).delayed_member())
+            .arg(message.delayed_member())
             .arg(max_len)
             .invoke_async(&mut self.inner.conn())
             .await
@@ -148,6 +168,21 @@ impl Settle for RedisDelivery {
         } else {
             self.reclaimable_after(delay, None).await
         }
+    }
+
+    /// A queue's entry: the requeue script, as a retry, with the same
+    /// attempt and the reservation header. A broadcast group has no
+    /// per-key limits.
+    async fn defer(&self, delay: Duration, reservation: Option<&str>) -> Result<()> {
+        self.inner.ensure_open()?;
+        if !self.state.is_queue() {
+            return Err(ezmq_core::Error::Unsupported {
+                backend: "redis",
+                capability: ezmq_core::spi::Capability::RateLimitByKey,
+            });
+        }
+        let message = self.requeued_with(self.attempt, Some((RESERVATION_HEADER, reservation)));
+        self.requeue_message(message, delay).await
     }
 
     async fn release(&self) -> Result<()> {

@@ -1,4 +1,4 @@
-//! `ezmq push TOPIC BODY [--delay D] [--header k=v]...`.
+//! `ezmq push TOPIC BODY [--delay D] [--priority P] [--header k=v]...`.
 
 use std::io::Read;
 
@@ -20,6 +20,9 @@ pub(crate) async fn run(client: &Client, args: PushArgs, json: bool) -> CliResul
     let mut options = PushOptions::default();
     if let Some(delay) = args.delay {
         options = options.with_delay(delay);
+    }
+    if let Some(priority) = args.priority {
+        options = options.with_priority(priority);
     }
     for (name, value) in args.headers {
         options = options.with_header(name, value);

@@ -93,8 +93,11 @@ async fn read(admin: Admin<'_>, topic: &Topic, dead: &Topic) -> CliResult<TopicS
         in_flight,
         dead_letters,
         paused,
-        limits: flow.and_then(|f| f.limits).map(|l| l.to_string()),
-        held_back: flow.map(|f| f.held_back),
+        limits: flow
+            .as_ref()
+            .and_then(|f| f.limits.as_ref())
+            .map(ToString::to_string),
+        held_back: flow.as_ref().map(|f| f.held_back),
     })
 }
 

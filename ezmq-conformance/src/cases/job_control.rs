@@ -124,8 +124,9 @@ pub async fn job_store_sees_ready_and_retrying_jobs(ctx: Ctx) {
 }
 
 /// 1,000 jobs come due together while a listener (concurrency 16) takes
-/// them and half of them are cancelled at that instant: a job whose cancel
-/// said `Removed` is never delivered; every other one is delivered once.
+/// them and half of them are cancelled around that instant (from 200 ms
+/// before it, spread over 400 ms): a job whose cancel said `Removed` is
+/// never delivered; every other one is delivered once.
 pub async fn cancel_never_races_delivery(ctx: Ctx) {
     const JOBS: usize = 1000;
     let client = ctx.client();
@@ -167,14 +168,21 @@ pub async fn cancel_never_races_delivery(ctx: Ctx) {
         )
         .await
         .expect("listener");
-    // At the due time, not before: the cancels meet the deliveries.
-    tokio::time::sleep_until(pushed_at + delay).await;
+    // Around the due time: the cancels start 200 ms before it and are
+    // spread over 400 ms, so the first ones find their jobs scheduled and
+    // the later ones meet the deliveries (a loaded machine, or a broker
+    // that rounds delays, cannot make them all miss or all win).
+    let first_cancel = pushed_at + delay - Duration::from_millis(200);
     let admin = client.admin();
-    let outcomes = futures::future::join_all(
-        ids.iter()
-            .step_by(2)
-            .map(|id| async { (id.clone(), admin.cancel_job(&topic, id).await) }),
-    )
+    let outcomes = futures::future::join_all(ids.iter().step_by(2).enumerate().map(|(i, id)| {
+        let at = first_cancel + Duration::from_micros(800 * i as u64);
+        let admin = &admin;
+        let topic = &topic;
+        async move {
+            tokio::time::sleep_until(at).await;
+            (id.clone(), admin.cancel_job(topic, id).await)
+        }
+    }))
     .await;
     let mut removed = Vec::new();
     for (id, outcome) in outcomes {
@@ -186,7 +194,7 @@ pub async fn cancel_never_races_delivery(ctx: Ctx) {
     }
     assert!(
         !removed.is_empty(),
-        "cancels at the due time removed nothing: the case did not race"
+        "cancels from 200 ms before the due time removed nothing"
     );
     let expected = JOBS - removed.len();
     let got = recv_n(&mut delivered, expected, SOON * 2, "deliveries").await;

@@ -13,7 +13,9 @@ mod inspection;
 mod job_control;
 mod job_model;
 mod lifecycle;
+mod priorities;
 mod rate_limit;
+mod rate_limit_by_key;
 mod timing;
 mod topic_pause;
 mod unique_jobs;
@@ -46,7 +48,11 @@ pub use job_model::{
     pause_and_resume_listener,
 };
 pub use lifecycle::{graceful_shutdown_loses_nothing, resumes_after_broker_restart};
+pub use priorities::{
+    high_jobs_overtake_a_backlog_without_starving_it, priority_survives_delay_and_retry,
+};
 pub use rate_limit::rate_limit_holds_across_clients;
+pub use rate_limit_by_key::rate_limit_by_key_keeps_quiet_keys_prompt;
 pub use timing::{delayed_delivery_never_early, long_handler_gets_no_duplicate};
 pub use topic_pause::pause_stops_every_listener_of_a_topic;
 pub use unique_jobs::unique_key_admits_one_job;

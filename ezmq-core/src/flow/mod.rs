@@ -1,10 +1,12 @@
 //! Flow control that core builds from the SPI for backends without a
-//! primitive of their own: the cluster-wide rate limiter ([`claim_rate`])
-//! and concurrency slots ([`claim_slots`]), both kept in
+//! primitive of their own: the cluster-wide rate limiter ([`claim_rate`]),
+//! concurrency slots ([`claim_slots`]) and per-key starts
+//! ([`claim_keys`]), all kept in
 //! [`ExclusiveClaim`](crate::spi::ExclusiveClaim)s.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub(crate) mod claim_keys;
 pub(crate) mod claim_rate;
 pub(crate) mod claim_slots;
 

@@ -73,7 +73,7 @@ async fn wait_while_paused(ctx: &Ctx) -> Option<()> {
         return Some(());
     }
     tracing::info!("listener paused");
-    if let Err(err) = ctx.backend.pause_receiving(&ctx.source).await {
+    if let Err(err) = super::lanes::pause_receiving(ctx).await {
         tracing::warn!(
             topic = %ctx.source.topic(),
             cause = %err,

@@ -1,12 +1,16 @@
 //! Sampling the queue length of a listened topic into the
-//! `ezmq.queue.depth` gauge, on backends that count messages.
+//! `ezmq.queue.depth` gauge, on backends that count messages: every job
+//! waiting, in the topic's priority lanes too while the listener reads
+//! them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::spi::Source;
+use crate::error::Result;
+use crate::spi::{QueueStats, Source};
+use crate::topic::Topic;
 
 use super::Ctx;
 
@@ -32,7 +36,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, every: Duration, finish: CancellationToke
         let sampled = tokio::select! {
             biased;
             () = finish.cancelled() => return,
-            sampled = stats.queue_len(topic) => sampled,
+            sampled = sample(&ctx, stats, topic) => sampled,
         };
         match sampled {
             // Precision is lost only past 2^53 messages.
@@ -40,5 +44,18 @@ pub(crate) async fn run(ctx: Arc<Ctx>, every: Duration, finish: CancellationToke
             Ok(waiting) => gauge.set(waiting as f64),
             Err(err) => tracing::debug!(cause = %err, "queue depth not sampled"),
         }
+    }
+}
+
+/// The jobs waiting in `topic`, and in its lanes while they are read.
+async fn sample(ctx: &Ctx, stats: &dyn QueueStats, topic: &Topic) -> Result<u64> {
+    match &ctx.lanes {
+        Some(lanes) if lanes.is_active() => {
+            let lens =
+                futures::future::try_join_all(lanes.topics().map(|lane| stats.queue_len(lane)))
+                    .await?;
+            Ok(lens.into_iter().sum())
+        }
+        _ => stats.queue_len(topic).await,
     }
 }

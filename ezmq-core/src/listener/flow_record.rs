@@ -46,7 +46,7 @@ impl FlowRecord {
     /// The record of a listener of `ctx` (nothing to publish without limits).
     pub(super) fn new(ctx: &Ctx) -> Self {
         FlowRecord {
-            token: FlowLimits::of(&ctx.options).map(FlowLimits::to_token),
+            token: FlowLimits::of(&ctx.options).map(|limits| limits.to_token()),
             polls: 0,
             warned: false,
         }

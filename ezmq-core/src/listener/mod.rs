@@ -37,6 +37,8 @@ mod depth;
 mod execution;
 mod flow_record;
 mod heartbeat;
+mod key_gate;
+mod lanes;
 mod rate_gate;
 mod registry;
 mod run_loop;
@@ -180,6 +182,8 @@ pub(crate) struct Ctx {
     /// Extends the leases of long-running jobs; `None` on brokers without
     /// leases.
     heartbeats: Option<Arc<heartbeat::Heartbeats>>,
+    /// The topic's priority lanes; `None` where there are none to read.
+    lanes: Option<lanes::LaneWatch>,
     /// Metric handles.
     telemetry: crate::telemetry::ListenerTelemetry,
     /// The client's send handles: a dead letter is pushed as any message
@@ -207,6 +211,7 @@ pub(crate) fn start(
     let ctx = Arc::new(Ctx {
         telemetry: crate::telemetry::ListenerTelemetry::new(backend.name(), &source),
         sends: Arc::clone(runtime.telemetry()),
+        lanes: lanes::LaneWatch::of(&source, backend.exclusive_claim()),
         backend,
         source: source.clone(),
         handler,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
+use futures::future::Either;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +19,8 @@ use crate::topic::Topic;
 
 use super::acker::{self, AckQueue};
 use super::backoff::FetchBackoff;
+use super::key_gate::{KeyGate, Sorted};
+use super::lanes::{self, LaneFetch};
 use super::rate_gate::RateGate;
 use super::slot_gate::{GlobalSlot, SlotPool};
 use super::{admission, depth, execution, topic_pause, Ctx};
@@ -61,7 +64,7 @@ pub(crate) async fn run(ctx: Arc<Ctx>, ack_queue: AckQueue) {
     fetch_until_stopped(&ctx, pool.as_ref()).await;
     // No more fetches: what the backend holds prefetched for this source
     // goes back to the broker now, for other consumers.
-    if let Err(err) = ctx.backend.pause_receiving(&ctx.source).await {
+    if let Err(err) = lanes::pause_receiving(&ctx).await {
         tracing::debug!(cause = %err, "could not give back prefetched jobs on stop; the broker redelivers them when their lease ends");
     }
     ctx.jobs.close();
@@ -89,6 +92,8 @@ async fn join(topic: &Topic, task: &'static str, handle: Option<JoinHandle<()>>)
 async fn fetch_until_stopped(ctx: &Arc<Ctx>, pool: Option<&Arc<SlotPool>>) {
     let mut errors = FetchBackoff::new(&ctx.options.fetch_error_backoff);
     let mut rate = RateGate::new(ctx);
+    let mut keys = KeyGate::new(ctx);
+    let mut lane_fetch = LaneFetch::new();
     loop {
         let Some(admission::Admitted {
             permits,
@@ -101,11 +106,12 @@ async fn fetch_until_stopped(ctx: &Arc<Ctx>, pool: Option<&Arc<SlotPool>>) {
         // A fetch in flight is awaited, not dropped: it is bounded by
         // `fetch_wait`, and dropping it could strand delivered jobs until
         // their lease ends.
-        let fetched = ctx.backend.receive(&ctx.source, permits.len(), wait).await;
-        if let Some(gate) = rate.as_mut() {
-            let got = fetched.as_ref().map_or(0, Vec::len);
-            gate.fetched(permits.len(), got);
-        }
+        let fetched = match &ctx.lanes {
+            Some(lanes) if lanes.is_active() => {
+                lane_fetch.receive(ctx, lanes, permits.len(), wait).await
+            }
+            _ => ctx.backend.receive(&ctx.source, permits.len(), wait).await,
+        };
         match fetched {
             Ok(jobs) => {
                 errors.reset();
@@ -116,13 +122,31 @@ async fn fetch_until_stopped(ctx: &Arc<Ctx>, pool: Option<&Arc<SlotPool>>) {
                 if ctx.control.is_paused() {
                     // Paused while the fetch was in flight: none of them
                     // starts (the admission step then waits for a resume).
+                    if let Some(gate) = rate.as_mut() {
+                        gate.fetched(permits.len(), jobs.len());
+                    }
                     drop(permits);
                     give_back(jobs, "listener paused").await;
                     continue;
                 }
-                dispatch(ctx, jobs, permits, global).await;
+                // Jobs deferred by their key's limit use no token of the
+                // topic's: it stays for the next fetch.
+                let sorted = match keys.as_mut() {
+                    Some(gate) => gate.sort(ctx, jobs).await,
+                    None => Sorted {
+                        start: jobs,
+                        waits: Vec::new(),
+                    },
+                };
+                if let Some(gate) = rate.as_mut() {
+                    gate.fetched(permits.len(), sorted.start.len());
+                }
+                dispatch(ctx, sorted, permits, global).await;
             }
             Err(err) => {
+                if let Some(gate) = rate.as_mut() {
+                    gate.fetched(permits.len(), 0);
+                }
                 drop(permits);
                 let delay = errors.next_delay();
                 tracing::warn!(topic = %ctx.source.topic(), cause = %err, retry_in = ?delay, "fetch failed; retrying");
@@ -144,18 +168,24 @@ async fn fetch_until_stopped(ctx: &Arc<Ctx>, pool: Option<&Arc<SlotPool>>) {
 /// than [`INLINE_LIMIT`] (CPU work before its first await) turns this off
 /// for the listener: its jobs then all start in tasks of their own, where
 /// they run in parallel on every worker thread.
+///
+/// A job with a wait (a start its key reserved a few milliseconds ahead)
+/// waits for it holding its slot.
 async fn dispatch(
     ctx: &Arc<Ctx>,
-    deliveries: Vec<Delivery>,
+    sorted: Sorted,
     permits: Vec<OwnedSemaphorePermit>,
     global: Vec<GlobalSlot>,
 ) {
+    let Sorted { start, waits } = sorted;
     let mut permits = permits.into_iter();
     let mut global = global.into_iter();
+    let mut waits = waits.into_iter();
     let mut excess = Vec::new();
     // Nothing below waits for an ACK.
     let hold = ctx.acker.hold();
-    for delivery in deliveries {
+    for delivery in start {
+        let wait = waits.next().unwrap_or_default();
         let Some(permit) = permits.next() else {
             excess.push(delivery);
             continue;
@@ -164,8 +194,16 @@ async fn dispatch(
         // For the log should ezmq itself panic below (the handler's panics
         // are caught in `execution`).
         let (message_id, attempt) = (delivery.job.id().clone(), delivery.job.attempt());
-        let job =
-            execution::run_job(Arc::clone(ctx), delivery, permit, global.next()).instrument(span);
+        let run = execution::run_job(Arc::clone(ctx), delivery, permit, global.next());
+        let job = if wait.is_zero() {
+            Either::Left(run)
+        } else {
+            Either::Right(async move {
+                tokio::time::sleep(wait).await;
+                run.await
+            })
+        }
+        .instrument(span);
         if !ctx.inline_first_poll.load(Ordering::Relaxed) {
             ctx.jobs.spawn(job);
             continue;
@@ -213,7 +251,7 @@ async fn dispatch(
 const INLINE_LIMIT: Duration = Duration::from_micros(200);
 
 /// Puts jobs that were received but will not run back in the queue.
-async fn give_back(deliveries: Vec<Delivery>, reason: &'static str) {
+pub(super) async fn give_back(deliveries: Vec<Delivery>, reason: &'static str) {
     let released = deliveries.iter().map(|d| d.handle.release());
     let results = futures::future::join_all(released).await;
     for (delivery, result) in deliveries.iter().zip(results) {

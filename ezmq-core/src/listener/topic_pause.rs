@@ -9,6 +9,9 @@
 //! Pushes are still accepted; running handlers finish and are settled as
 //! usual; jobs a backend holds prefetched go back to the broker.
 //!
+//! The same polls look, every other second, whether the topic has
+//! priority lanes to read ([`lanes`](super::lanes)).
+//!
 //! When the broker cannot be asked, a listener keeps what it last saw (a
 //! listener that could not look before its first fetch starts unpaused)
 //! and warns once until it can look again.
@@ -24,6 +27,7 @@ use crate::spi::{Backend, ClaimOutcome, ExclusiveClaim, MAX_CLAIM_HOLD};
 use crate::topic::{Topic, INTERNAL_PREFIX};
 
 use super::flow_record::FlowRecord;
+use super::lanes::LOOK_EVERY;
 use super::Ctx;
 
 /// How often a listener looks whether its topic is paused.
@@ -74,7 +78,15 @@ pub(crate) async fn first_look(ctx: &Ctx) -> bool {
         return false;
     };
     look(ctx, &*ctx.backend, &name, &mut false).await;
+    look_for_lanes(ctx).await;
     true
+}
+
+/// Looks whether the topic has priority lanes to read.
+async fn look_for_lanes(ctx: &Ctx) {
+    if let (Some(lanes), Some(claims)) = (&ctx.lanes, ctx.backend.exclusive_claim()) {
+        lanes.look(claims, ctx.source.topic()).await;
+    }
 }
 
 /// Looks every [`POLL`] until `stop`, and publishes the listener's
@@ -85,6 +97,7 @@ pub(crate) async fn watch(ctx: Arc<Ctx>, stop: CancellationToken) {
     };
     let mut failing = false;
     let mut record = FlowRecord::new(&ctx);
+    let mut polls: u32 = 0;
     loop {
         tokio::select! {
             biased;
@@ -94,6 +107,10 @@ pub(crate) async fn watch(ctx: Arc<Ctx>, stop: CancellationToken) {
         look(&ctx, &*ctx.backend, &name, &mut failing).await;
         if let Some(claims) = ctx.backend.exclusive_claim() {
             record.publish(&ctx, claims).await;
+        }
+        polls = polls.wrapping_add(1);
+        if polls.is_multiple_of(LOOK_EVERY) {
+            look_for_lanes(&ctx).await;
         }
     }
 }

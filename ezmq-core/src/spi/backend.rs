@@ -35,8 +35,11 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
 
     /// The abilities no accessor hands out that this backend has:
     /// [`Capability::DelayedDelivery`], [`Capability::LeaseExtension`],
-    /// [`Capability::IdempotentPush`]. Any other capability in the set is
-    /// ignored: [`Backend::capabilities`] takes those from the accessors.
+    /// [`Capability::IdempotentPush`], and [`Capability::RateLimitByKey`]
+    /// when its deliveries implement [`Settle::defer`](super::Settle::defer)
+    /// (reported only with a rate limiter or claims to reserve starts
+    /// in). Any other capability in the set is ignored:
+    /// [`Backend::capabilities`] takes those from the accessors.
     fn abilities(&self) -> Capabilities;
 
     /// What this backend can do beyond the core calls:
@@ -46,7 +49,7 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
     /// [`Backend::reply_channel`], [`Backend::job_store`]), and
     /// [`Capability::RateLimit`] when there is a [`Backend::rate_limiter`]
     /// or claims to build one on, and [`Capability::GlobalConcurrency`]
-    /// with claims. Backends do not
+    /// and [`Capability::Priorities`] with claims. Backends do not
     /// override it; a wrapper
     /// forwards the accessors and [`Backend::abilities`] instead.
     fn capabilities(&self) -> Capabilities {
@@ -76,6 +79,15 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
             (
                 Capability::GlobalConcurrency,
                 self.exclusive_claim().is_some(),
+            ),
+            // Core's lanes are queues, marked with a claim (`lane_mark`).
+            (Capability::Priorities, self.exclusive_claim().is_some()),
+            // Deferred deliveries, and starts reserved in the backend's
+            // limiter or in core's claims (`flow::claim_keys`).
+            (
+                Capability::RateLimitByKey,
+                own.has(Capability::RateLimitByKey)
+                    && (self.rate_limiter().is_some() || self.exclusive_claim().is_some()),
             ),
         ] {
             if present {

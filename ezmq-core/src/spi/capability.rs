@@ -43,11 +43,23 @@ pub enum Capability {
     /// core's slots, built on the backend's
     /// [`ExclusiveClaim`](super::ExclusiveClaim).
     GlobalConcurrency,
+    /// Job priorities
+    /// ([`PushOptions::with_priority`](crate::PushOptions::with_priority)):
+    /// core's lanes, a queue each, marked on the backend's
+    /// [`ExclusiveClaim`](super::ExclusiveClaim).
+    Priorities,
+    /// Rate limits per key
+    /// ([`ConsumeOptions::with_rate_limit_by`](crate::ConsumeOptions::with_rate_limit_by)):
+    /// deliveries that can be deferred without counting an attempt
+    /// ([`Settle::defer`](super::Settle::defer)), and the backend's own
+    /// [`RateLimiter`](super::RateLimiter) or core's, built on its
+    /// [`ExclusiveClaim`](super::ExclusiveClaim).
+    RateLimitByKey,
 }
 
 impl Capability {
     /// Every capability, in declaration order.
-    pub const ALL: [Capability; 11] = [
+    pub const ALL: [Capability; 13] = [
         Capability::DelayedDelivery,
         Capability::LeaseExtension,
         Capability::QueueStats,
@@ -59,6 +71,8 @@ impl Capability {
         Capability::JobStore,
         Capability::RateLimit,
         Capability::GlobalConcurrency,
+        Capability::Priorities,
+        Capability::RateLimitByKey,
     ];
 
     /// A short human name, e.g. `delayed delivery`.
@@ -75,6 +89,8 @@ impl Capability {
             Capability::JobStore => "job store (jobs by id and state)",
             Capability::RateLimit => "rate limits across processes",
             Capability::GlobalConcurrency => "concurrency limits across processes",
+            Capability::Priorities => "job priorities (lanes)",
+            Capability::RateLimitByKey => "rate limits per key",
         }
     }
 

@@ -33,6 +33,25 @@ pub trait Settle: Send + Sync + fmt::Debug + 'static {
     /// the broker allows it.
     async fn release(&self) -> Result<()>;
 
+    /// A per-key rate limit holds the job back: deliver it again no
+    /// earlier than `delay` from now as the **same** attempt (no attempt
+    /// counted, whatever the broker's own counters say), with the header
+    /// [`RESERVATION_HEADER`](crate::job_meta::RESERVATION_HEADER) set to
+    /// `reservation`, or removed when it is `None`. Like
+    /// [`Settle::retry`], never lost in between (at worst delivered
+    /// twice). Backends that can report
+    /// [`Capability::RateLimitByKey`](super::Capability::RateLimitByKey)
+    /// among their [`Backend::abilities`](super::Backend::abilities);
+    /// the default fails with
+    /// [`Error::Unsupported`](crate::Error::Unsupported).
+    async fn defer(&self, delay: Duration, reservation: Option<&str>) -> Result<()> {
+        let _ = (delay, reservation);
+        Err(crate::Error::Unsupported {
+            backend: "this backend",
+            capability: super::Capability::RateLimitByKey,
+        })
+    }
+
     /// Tells the broker the handler is still running so the message is not
     /// redelivered to someone else; returns how long the lease now lasts
     /// (zero when the broker never redelivers it). Fails with
@@ -64,6 +83,11 @@ impl DeliveryHandle {
     /// See [`Settle::retry`].
     pub async fn retry(&self, delay: Duration) -> Result<()> {
         self.0.retry(delay).await
+    }
+
+    /// See [`Settle::defer`].
+    pub async fn defer(&self, delay: Duration, reservation: Option<&str>) -> Result<()> {
+        self.0.defer(delay, reservation).await
     }
 
     /// See [`Settle::release`].

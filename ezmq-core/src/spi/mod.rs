@@ -43,7 +43,7 @@ pub use delivery::{Delivery, DeliveryHandle, Settle};
 pub use failure_text::{error_chain, panic_message};
 pub use fan_out::{FanOut, GroupInfo, GroupMembership};
 pub use job_store::{Cancelled, JobInfo, JobState, JobStore};
-pub use rate_limiter::{Grant, RateLimiter};
+pub use rate_limiter::{Grant, RateLimiter, Reservation};
 pub use reply::{Inbox, ReplyChannel};
 pub use runtime::Runtime;
 pub use source::Source;

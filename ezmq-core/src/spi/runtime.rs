@@ -17,7 +17,9 @@ use crate::error::{Error, Result};
 use crate::extensions::Extensions;
 use crate::handler::Handler;
 use crate::job::JobId;
+use crate::lane_mark::LaneMarks;
 use crate::listener::{self, ListenerHandle};
+use crate::priority::Priority;
 use crate::producer;
 use crate::push_options::PushOptions;
 use crate::telemetry::Telemetry;
@@ -208,6 +210,26 @@ impl Runtime {
         if options.unique.is_some() {
             self.require(Capability::ExclusiveClaim)?;
         }
+        if options.priority != Priority::Normal {
+            self.require(Capability::Priorities)?;
+        }
+        Ok(())
+    }
+
+    /// Marks `topic` as having lanes before a push of `options` that goes
+    /// to one ([`lane_mark`](crate::lane_mark)).
+    async fn mark_lanes<'o>(
+        &self,
+        topic: &Topic,
+        mut priorities: impl Iterator<Item = &'o PushOptions>,
+    ) -> Result<()> {
+        if priorities.any(|options| options.priority != Priority::Normal) {
+            // A topic whose lanes have no name (one of ezmq's own) fails
+            // here, before anything is sent.
+            Priority::High.lane(topic)?;
+            let marks = self.extension(LaneMarks::default);
+            marks.mark(self.exclusive_claim()?, topic).await?;
+        }
         Ok(())
     }
 
@@ -231,6 +253,7 @@ impl Runtime {
         options: PushOptions,
     ) -> Result<JobId> {
         self.check_push(&body, &options)?;
+        self.mark_lanes(topic, std::iter::once(&options)).await?;
         producer::publish(&self.telemetry, &*self.backend, topic, body, options).await
     }
 
@@ -250,6 +273,8 @@ impl Runtime {
                     source: Box::new(err),
                 })?;
         }
+        self.mark_lanes(topic, jobs.iter().map(|(_, options)| options))
+            .await?;
         Ok(producer::publish_batch(&self.telemetry, &*self.backend, topic, jobs).await)
     }
 
@@ -265,6 +290,12 @@ impl Runtime {
     ) -> Result<Option<usize>> {
         let fan_out = self.fan_out()?;
         self.check_push(&body, options)?;
+        if options.priority != Priority::Normal {
+            return Err(Error::invalid_option(
+                "priority",
+                "a broadcast has no priority: every group gets every message",
+            ));
+        }
         if options.delay.is_some_and(|d| !d.is_zero()) {
             if let Some(why) = fan_out.cannot_delay_broadcasts() {
                 return Err(Error::invalid_option("delay", why));
@@ -314,6 +345,11 @@ impl Runtime {
                 options.global_concurrency.is_some(),
                 "global_concurrency",
                 Capability::GlobalConcurrency,
+            ),
+            (
+                options.rate_limit_by.is_some(),
+                "rate_limit_by",
+                Capability::RateLimitByKey,
             ),
         ] {
             if !set {

@@ -16,13 +16,15 @@ use crate::topic::Topic;
 use super::handles::Telemetry;
 use super::{error_type, names, record_error, send_span, with_trace_context};
 
-/// Publishes job `id` (already stamped into `options`) through `backend`
-/// in a `send {topic}` span, with the span's trace context in the headers
+/// Publishes job `id` (already stamped into `options`) of `topic` to
+/// `queue` (the topic, or its priority lane) through `backend` in a
+/// `send {topic}` span, with the span's trace context in the headers
 /// (feature `opentelemetry`), and counts it in `telemetry`.
 pub(crate) async fn publish(
     telemetry: &Telemetry,
     backend: &dyn Backend,
     topic: &Topic,
+    queue: &Topic,
     body: Bytes,
     options: &PushOptions,
     id: &JobId,
@@ -34,7 +36,7 @@ pub(crate) async fn publish(
         telemetry,
         topic,
         &span,
-        backend.publish(topic, body, &options),
+        backend.publish(queue, body, &options),
     )
     .await
     .map(|_| ())
@@ -47,6 +49,7 @@ pub(crate) async fn publish_batch(
     telemetry: &Telemetry,
     backend: &dyn Backend,
     topic: &Topic,
+    queue: &Topic,
     jobs: Vec<(Bytes, PushOptions)>,
 ) -> Vec<Result<JobId>> {
     let span = send_span(backend.name(), topic);
@@ -55,7 +58,7 @@ pub(crate) async fn publish_batch(
     super::add_trace_context(&span, &mut jobs);
     let started = Instant::now();
     let sent = backend
-        .publish_batch(topic, &jobs)
+        .publish_batch(queue, &jobs)
         .instrument(span.clone())
         .await;
     let stored = sent.iter().filter(|result| result.is_ok()).count();

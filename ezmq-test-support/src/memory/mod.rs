@@ -331,6 +331,7 @@ impl Backend for MemoryBackend {
             .with(Capability::DelayedDelivery)
             .with(Capability::LeaseExtension)
             .with(Capability::IdempotentPush)
+            .with(Capability::RateLimitByKey)
     }
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {

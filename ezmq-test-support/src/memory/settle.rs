@@ -5,10 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use ezmq_core::job_meta::RESERVATION_HEADER;
 use ezmq_core::spi::{Settle, Source};
 use ezmq_core::{JobId, Result};
 use tokio::time::Instant;
 
+use super::queue::Message;
 use super::state::lock;
 use super::{Connection, MemoryBroker, MemoryError};
 
@@ -39,6 +41,24 @@ impl MemoryDelivery {
         }
     }
 
+    /// Settles the lease and puts the message back, changed by `change`,
+    /// due after `delay`.
+    fn requeue(&self, delay: Duration, change: impl FnOnce(&mut Message)) -> Result<()> {
+        self.broker.usable(&self.conn)?;
+        let now = Instant::now();
+        let mut state = lock(&self.broker.state);
+        let Some(mut message) = state
+            .existing_queue(&self.source)
+            .and_then(|queue| queue.settle(self.token, now))
+        else {
+            return Err(self.not_leased());
+        };
+        change(&mut message);
+        let due = (!delay.is_zero()).then(|| (now + delay, state.next_seq()));
+        state.queue(&self.source).add(message, due);
+        Ok(())
+    }
+
     fn not_leased(&self) -> ezmq_core::Error {
         MemoryError::NotLeased {
             id: self.id.to_string(),
@@ -60,19 +80,20 @@ impl Settle for MemoryDelivery {
     }
 
     async fn retry(&self, delay: Duration) -> Result<()> {
-        self.broker.usable(&self.conn)?;
-        let now = Instant::now();
-        let mut state = lock(&self.broker.state);
-        let Some(mut message) = state
-            .existing_queue(&self.source)
-            .and_then(|queue| queue.settle(self.token, now))
-        else {
-            return Err(self.not_leased());
-        };
-        message.attempt = message.attempt.saturating_add(1);
-        let due = (!delay.is_zero()).then(|| (now + delay, state.next_seq()));
-        state.queue(&self.source).add(message, due);
-        Ok(())
+        self.requeue(delay, |message| {
+            message.attempt = message.attempt.saturating_add(1);
+        })
+    }
+
+    async fn defer(&self, delay: Duration, reservation: Option<&str>) -> Result<()> {
+        self.requeue(delay, |message| match reservation {
+            Some(mark) => {
+                message.headers.insert(RESERVATION_HEADER, mark.to_owned());
+            }
+            None => {
+                message.headers.remove(RESERVATION_HEADER);
+            }
+        })
     }
 
     async fn release(&self) -> Result<()> {

@@ -241,6 +241,7 @@ fn push_options(headers: &Headers) -> PushOptions {
     if let Some(backoff) = meta.backoff {
         options = options.with_backoff(backoff.initial, backoff.max);
     }
+    options = options.with_priority(meta.priority);
     for (name, value) in headers.iter() {
         if !name.starts_with(RESERVED_HEADER_PREFIX) {
             options = options.with_header(name, value);
