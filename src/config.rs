@@ -81,7 +81,8 @@ pub(crate) type Section<C> = Arc<dyn Fn(C) -> C + Send + Sync>;
 #[non_exhaustive]
 pub struct Config {
     /// The broker URL (`disque://`, `redis://`, `redis+cluster://`,
-    /// `amqp://`), optionally with settings in its query string.
+    /// `amqp://`, `postgres://`), optionally with settings in its query
+    /// string.
     pub url: String,
     /// Keep retrying a connection that fails with a retryable error
     /// (refused, timed out) for this long. Default `None`: fail at once.
@@ -110,6 +111,8 @@ pub struct Config {
     pub(crate) redis: Option<Section<ezmq_redis::RedisConfig>>,
     #[cfg(feature = "rabbitmq")]
     pub(crate) rabbitmq: Option<Section<ezmq_rabbitmq::RabbitConfig>>,
+    #[cfg(feature = "postgres")]
+    pub(crate) postgres: Option<Section<ezmq_postgres::PostgresConfig>>,
 }
 
 impl fmt::Debug for Config {
@@ -143,6 +146,8 @@ impl Config {
             redis: None,
             #[cfg(feature = "rabbitmq")]
             rabbitmq: None,
+            #[cfg(feature = "postgres")]
+            postgres: None,
         }
     }
 
@@ -207,6 +212,22 @@ impl Config {
             + 'static,
     ) -> Self {
         self.rabbitmq = Some(Arc::new(section));
+        self
+    }
+
+    /// The PostgreSQL backend's own settings, applied after the URL's:
+    /// `.with_postgres(|pg| pg.with_max_connections(20))`. Ignored for
+    /// another backend's URL.
+    #[cfg(feature = "postgres")]
+    #[must_use]
+    pub fn with_postgres(
+        mut self,
+        section: impl Fn(ezmq_postgres::PostgresConfig) -> ezmq_postgres::PostgresConfig
+            + Send
+            + Sync
+            + 'static,
+    ) -> Self {
+        self.postgres = Some(Arc::new(section));
         self
     }
 

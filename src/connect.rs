@@ -13,6 +13,8 @@ pub const SCHEMES: &[(&str, &str, &str)] = &[
     ("redis+cluster", "Redis Cluster", "redis"),
     ("amqp", "RabbitMQ (AMQP 0-9-1)", "rabbitmq"),
     ("amqps", "RabbitMQ over TLS", "rabbitmq"),
+    ("postgres", "PostgreSQL", "postgres"),
+    ("postgresql", "PostgreSQL", "postgres"),
 ];
 
 /// Connects to the broker a URL names and returns a [`Client`]; the same
@@ -24,6 +26,7 @@ pub const SCHEMES: &[(&str, &str, &str)] = &[
 /// | `redis://[:password@]host:port[/db]` | Redis (Streams) |
 /// | `redis+cluster://host:port,host:port` | Redis Cluster |
 /// | `amqp://user:pass@host:5672/vhost`, `amqps://...` | RabbitMQ |
+/// | `postgres://user:pass@host:5432/database`, `postgresql://...` | PostgreSQL |
 ///
 /// Settings go in the query string, the same names as
 /// [`Config`]'s: `redis://127.0.0.1:6379?prefix=app&max_payload=16MiB`.

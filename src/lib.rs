@@ -62,9 +62,11 @@
 //! - [`redis`]: `redis://`, `redis+cluster://` — Redis Streams, single
 //!   server or Cluster (`ezmq-redis/README.md`);
 //! - [`rabbitmq`]: `amqp://` (`amqps://` with the crate's `tls` feature) —
-//!   RabbitMQ, quorum queues (`ezmq-rabbitmq/README.md`).
+//!   RabbitMQ, quorum queues (`ezmq-rabbitmq/README.md`);
+//! - [`postgres`]: `postgres://`, `postgresql://` — PostgreSQL, jobs in a
+//!   table of ezmq's own schema (`ezmq-postgres/README.md`).
 //!
-//! Cargo features: `disque`, `redis`, `rabbitmq` (the backends, on by
+//! Cargo features: `disque`, `redis`, `rabbitmq`, `postgres` (the backends, on by
 //! default: turn off the ones a service does not use), `embedded` (the
 //! server, off by default) and `opentelemetry` (W3C trace context in
 //! message headers, so consumer spans join the producer's trace; off by
@@ -100,6 +102,11 @@ pub use ezmq_redis as redis;
 #[cfg(feature = "rabbitmq")]
 #[doc(inline)]
 pub use ezmq_rabbitmq as rabbitmq;
+
+/// The PostgreSQL backend: configuration and connection.
+#[cfg(feature = "postgres")]
+#[doc(inline)]
+pub use ezmq_postgres as postgres;
 
 /// Distributed cron: each tick runs once across every process.
 #[doc(inline)]

@@ -19,6 +19,8 @@ pub(crate) fn every_option_name() -> Vec<&'static str> {
     names.extend_from_slice(ezmq_redis::RedisConfig::OPTIONS);
     #[cfg(feature = "rabbitmq")]
     names.extend_from_slice(ezmq_rabbitmq::RabbitConfig::OPTIONS);
+    #[cfg(feature = "postgres")]
+    names.extend_from_slice(ezmq_postgres::PostgresConfig::OPTIONS);
     names.sort_unstable();
     names.dedup();
     names
@@ -55,6 +57,8 @@ enum BackendPlan {
     Redis(ezmq_redis::RedisConfig),
     #[cfg(feature = "rabbitmq")]
     Rabbit(ezmq_rabbitmq::RabbitConfig),
+    #[cfg(feature = "postgres")]
+    Postgres(ezmq_postgres::PostgresConfig),
 }
 
 impl Plan {
@@ -152,6 +156,11 @@ impl Plan {
                 ezmq_rabbitmq::RabbitBackend::connect(config.clone()).await?,
                 client,
             )),
+            #[cfg(feature = "postgres")]
+            BackendPlan::Postgres(config) => Ok(Client::new(
+                ezmq_postgres::PostgresBackend::connect(config.clone()).await?,
+                client,
+            )),
         }
     }
 }
@@ -202,6 +211,20 @@ impl BackendPlan {
                 backend.validate()?;
                 Ok(BackendPlan::Rabbit(backend))
             }
+            #[cfg(feature = "postgres")]
+            "postgres" | "postgresql" => {
+                let mut backend: ezmq_postgres::PostgresConfig = base.parse()?;
+                for s in &settings {
+                    backend = backend
+                        .with_option(&s.name, &s.text)
+                        .map_err(|e| from(s, e))?;
+                }
+                if let Some(section) = &config.postgres {
+                    backend = section(backend);
+                }
+                backend.validate()?;
+                Ok(BackendPlan::Postgres(backend))
+            }
             other => Err(unknown_scheme(&config.url, other)),
         }
     }
@@ -217,6 +240,8 @@ fn backend_options(scheme: &str) -> Option<&'static [&'static str]> {
         "redis" | "rediss" | "redis+cluster" => Some(ezmq_redis::RedisConfig::OPTIONS),
         #[cfg(feature = "rabbitmq")]
         "amqp" | "amqps" => Some(ezmq_rabbitmq::RabbitConfig::OPTIONS),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Some(ezmq_postgres::PostgresConfig::OPTIONS),
         _ => None,
     }
 }

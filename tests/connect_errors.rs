@@ -299,3 +299,58 @@ async fn rabbitmq_connection_failures_say_what_to_check() {
     ])
     .await;
 }
+
+fn postgres_url() -> String {
+    std::env::var("EZMQ_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+#[tokio::test]
+async fn postgres_connection_failures_say_what_to_check() {
+    let pg = postgres_url();
+    if reachable(&pg, "postgres").await.is_none() {
+        return;
+    }
+    let host = authority(&pg);
+    let redis = redis_url();
+    let amqp = amqp_url();
+    check(vec![
+        Row {
+            what: "nothing listens",
+            url: format!("postgres://postgres:s3cret@127.0.0.1:{}/test", free_port()),
+            failure: ConnectFailure::Refused,
+            says: "connection refused",
+        },
+        Row {
+            what: "unknown host",
+            url: "postgres://postgres@no-such-host.invalid:5432/test".to_owned(),
+            failure: ConnectFailure::UnknownHost,
+            says: "unknown host",
+        },
+        Row {
+            what: "unknown role",
+            url: format!("postgres://ezmq_no_such_role:s3cret@{host}/test"),
+            failure: ConnectFailure::AuthenticationFailed,
+            says: "authentication failed",
+        },
+        Row {
+            what: "unknown database",
+            url: format!("postgres://postgres@{host}/ezmq_no_such_database"),
+            failure: ConnectFailure::UnknownDatabase,
+            says: "ezmq_no_such_database",
+        },
+        Row {
+            what: "Redis' port",
+            url: format!("postgres://postgres@{}/test", authority(&redis)),
+            failure: ConnectFailure::WrongProtocol,
+            says: "use a redis:// or disque:// URL",
+        },
+        Row {
+            what: "RabbitMQ's port",
+            url: format!("postgres://postgres@{}/test", authority(&amqp)),
+            failure: ConnectFailure::WrongProtocol,
+            says: "use an amqp:// URL",
+        },
+    ])
+    .await;
+}

@@ -1,0 +1,70 @@
+//! Queue lengths and peeking, counted in the jobs table.
+
+use async_trait::async_trait;
+use ezmq_core::spi::{Peek, QueueStats};
+use ezmq_core::{Job, Result, Topic};
+use sqlx::Row;
+
+use crate::backend::PostgresBackend;
+use crate::error;
+use crate::receive::job;
+
+#[async_trait]
+impl QueueStats for PostgresBackend {
+    /// Jobs due now (a job whose lease ended counts: it is taken again),
+    /// not past their ttl.
+    async fn queue_len(&self, topic: &Topic) -> Result<u64> {
+        count(self, &self.inner.sql.queue_len, topic).await
+    }
+
+    /// Jobs fetched and not settled whose lease has not ended.
+    async fn in_flight(&self, topic: &Topic) -> Result<Option<u64>> {
+        count(self, &self.inner.sql.in_flight, topic)
+            .await
+            .map(Some)
+    }
+}
+
+/// Runs a `count(*)` statement on `topic`.
+pub(crate) async fn count(backend: &PostgresBackend, sql: &str, topic: &Topic) -> Result<u64> {
+    let inner = &backend.inner;
+    let n: i64 = inner
+        .timed(
+            "count",
+            sqlx::query_scalar(sql)
+                .bind(topic.as_str())
+                .fetch_one(&inner.pool),
+        )
+        .await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+#[async_trait]
+impl Peek for PostgresBackend {
+    /// The jobs the next fetches take, in their order.
+    async fn peek(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
+        let inner = &self.inner;
+        let rows = inner
+            .timed(
+                "peek",
+                sqlx::query(&inner.sql.peek)
+                    .bind(topic.as_str())
+                    .bind(i64::try_from(n).unwrap_or(i64::MAX))
+                    .fetch_all(&inner.pool),
+            )
+            .await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(job(
+                    topic,
+                    row.try_get(0).map_err(error::statement("peek"))?,
+                    row.try_get(1).map_err(error::statement("peek"))?,
+                    row.try_get::<String, _>(2)
+                        .map_err(error::statement("peek"))?
+                        .as_str(),
+                    row.try_get(3).map_err(error::statement("peek"))?,
+                ))
+            })
+            .collect()
+    }
+}
