@@ -53,6 +53,41 @@ pub(crate) async fn publish(
     sent.map(|()| id)
 }
 
+/// [`publish`] with `store` as the last step in place of
+/// [`Backend::publish`] (a backend's own push path, such as a push in the
+/// caller's database transaction): `store` gets the queue (the topic or
+/// its lane), the body and the stamped options with the trace context.
+pub(crate) async fn publish_with<F, Fut>(
+    telemetry: &Telemetry,
+    backend: &dyn Backend,
+    topic: &Topic,
+    body: Bytes,
+    mut options: PushOptions,
+    store: F,
+) -> Result<JobId>
+where
+    F: FnOnce(Topic, Bytes, PushOptions) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let queue = options.priority.lane(topic)?;
+    let id = JobMeta::stamp(&mut options);
+    let held = match &options.unique {
+        Some(unique) => Some(unique::claim(backend, topic, unique, &id).await?),
+        None => None,
+    };
+    let sent =
+        telemetry::publish_with(telemetry, backend.name(), topic, &options, &id, |options| {
+            store(queue, body, options)
+        })
+        .await;
+    if let (Err(err), Some(held)) = (&sent, held) {
+        if !err.is_outcome_unknown() {
+            held.give_back(backend).await;
+        }
+    }
+    sent.map(|()| id)
+}
+
 /// Stamps and publishes a validated batch; each job's id or error, in
 /// order.
 pub(crate) async fn publish_batch(

@@ -36,6 +36,7 @@ mod config;
 mod connect_failure;
 mod error;
 mod fan_out;
+mod in_transaction;
 mod job_store;
 mod push;
 mod queue;
@@ -51,6 +52,7 @@ mod wake;
 pub use backend::PostgresBackend;
 pub use config::{PostgresConfig, DEFAULT_URL};
 pub use error::PostgresBackendError;
+pub use in_transaction::{push_batch_in_tx, push_in_tx, push_json_in_tx};
 
 use ezmq_core::{Client, ClientConfig, Result};
 

@@ -37,28 +37,46 @@ impl Inner {
         options: &PushOptions,
     ) -> Result<JobId> {
         let row = Row::of(options)?;
-        let statement = match options.message_id {
-            Some(_) => &self.sql.push_deduplicated,
-            None => &self.sql.push,
-        };
-        let mut query = sqlx::query(statement)
-            .bind(topic.as_str())
-            .bind(row.id.as_str())
-            .bind(&body[..])
-            .bind(&row.headers)
-            .bind(row.attempt)
-            .bind(row.delay_ms)
-            .bind(row.ttl_ms);
-        if let Some(message_id) = &options.message_id {
-            query = query
-                .bind(message_id.as_str())
-                .bind(ms(self.config.message_id_window));
-        }
-        let done = self.timed_push(topic, query.execute(&self.pool)).await?;
+        let done = self
+            .timed_push(
+                topic,
+                self.insert(topic, &body, options, &row).execute(&self.pool),
+            )
+            .await?;
         if done.rows_affected() == 0 {
             tracing::debug!(topic = %topic, message_id = %row.id, "duplicate push stored nothing");
         }
         Ok(row.id)
+    }
+
+    /// The `INSERT` (and `NOTIFY`) of one job as `row`, bound: run on the
+    /// pool, or on the caller's connection inside its transaction (the
+    /// notification then goes out at the commit).
+    pub(crate) fn insert<'q>(
+        &'q self,
+        topic: &'q Topic,
+        body: &'q [u8],
+        options: &'q PushOptions,
+        row: &'q Row,
+    ) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+        let statement = match options.message_id {
+            Some(_) => &self.sql.push_deduplicated,
+            None => &self.sql.push,
+        };
+        let query = sqlx::query(statement)
+            .bind(topic.as_str())
+            .bind(row.id.as_str())
+            .bind(body)
+            .bind(&row.headers)
+            .bind(row.attempt)
+            .bind(row.delay_ms)
+            .bind(row.ttl_ms);
+        match &options.message_id {
+            Some(message_id) => query
+                .bind(message_id.as_str())
+                .bind(ms(self.config.message_id_window)),
+            None => query,
+        }
     }
 
     /// Stores a batch: the jobs without a message id in one statement,

@@ -6,12 +6,7 @@ use std::time::Duration;
 
 use ezmq_conformance::{behaviour_suite, Broker};
 use ezmq_postgres::PostgresConfig;
-
-/// The database the tests use.
-fn url() -> String {
-    std::env::var("EZMQ_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
+use ezmq_test_support::postgres_url as url;
 
 /// The shared PostgreSQL.
 #[derive(Debug)]

@@ -6,11 +6,7 @@ use std::time::Duration;
 
 use ezmq_core::{Error, MqClient};
 use ezmq_postgres::{PostgresBackendError, PostgresConfig};
-
-fn url() -> String {
-    std::env::var("EZMQ_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
+use ezmq_test_support::{postgres_url as url, skip_or_require};
 
 /// A pool on the test database, or `None` (after the skip line) when it
 /// is not reachable and not required.
@@ -18,16 +14,7 @@ async fn admin() -> Option<sqlx::PgPool> {
     match sqlx::PgPool::connect(&url()).await {
         Ok(pool) => Some(pool),
         Err(err) => {
-            let required = std::env::var("EZMQ_REQUIRE_BROKERS").is_ok_and(|v| {
-                v.split(',')
-                    .any(|b| b.trim() == "postgres" || b.trim() == "all")
-            });
-            assert!(
-                !required,
-                "postgres is required but {} refused: {err}",
-                url()
-            );
-            println!("skipped: no broker at {}", url());
+            skip_or_require("postgres", &url(), &err);
             None
         }
     }

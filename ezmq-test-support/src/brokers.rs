@@ -21,6 +21,13 @@ pub fn amqp_url() -> String {
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned())
 }
 
+/// The PostgreSQL the tests use: `EZMQ_TEST_POSTGRES_URL`, default
+/// `postgres://postgres@127.0.0.1:5432/test`.
+pub fn postgres_url() -> String {
+    std::env::var("EZMQ_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
 /// True when [`REQUIRE_ENV`] names `backend` (case-insensitive) or `all`.
 pub fn broker_required(backend: &str) -> bool {
     std::env::var(REQUIRE_ENV).is_ok_and(|v| {

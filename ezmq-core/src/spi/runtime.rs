@@ -257,6 +257,30 @@ impl Runtime {
         producer::publish(&self.telemetry, &*self.backend, topic, body, options).await
     }
 
+    /// Publishes through the producer pipeline — the checks, the lane
+    /// mark, the job id and metadata, the unique key, the priority lane,
+    /// the trace context, the `send` span and the metrics — with `store`
+    /// as its last step in place of [`Backend::publish`]: for a backend's
+    /// own push path that writes elsewhere, such as PostgreSQL's push
+    /// inside the caller's transaction. `store` gets the queue (the topic
+    /// or its priority lane), the body and the stamped options; the job's
+    /// id once it returned `Ok`.
+    pub async fn publish_with<F, Fut>(
+        &self,
+        topic: &Topic,
+        body: Bytes,
+        options: PushOptions,
+        store: F,
+    ) -> Result<JobId>
+    where
+        F: FnOnce(Topic, Bytes, PushOptions) -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
+        self.check_push(&body, &options)?;
+        self.mark_lanes(topic, std::iter::once(&options)).await?;
+        producer::publish_with(&self.telemetry, &*self.backend, topic, body, options, store).await
+    }
+
     /// Publishes a batch to an already validated topic through the
     /// producer pipeline and [`Backend::publish_batch`]: each job's id or
     /// error, in order. Every job is checked first; one that cannot work

@@ -40,7 +40,7 @@ use crate::push_options::PushOptions;
 
 pub use self::handles::{cron_tick, Telemetry};
 pub(crate) use self::handles::{ListenerTelemetry, Settle};
-pub(crate) use self::send::{publish, publish_batch, publish_to_groups};
+pub(crate) use self::send::{publish, publish_batch, publish_to_groups, publish_with};
 pub(crate) use self::spans::process_span;
 pub use self::spans::{error_type, record_error, send_span, SpanName};
 

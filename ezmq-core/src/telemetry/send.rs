@@ -42,6 +42,25 @@ pub(crate) async fn publish(
     .map(|_| ())
 }
 
+/// [`publish`] with `store` in place of [`Backend::publish`]: `store`
+/// gets the options with the span's trace context, and runs in the span.
+pub(crate) async fn publish_with<Fut>(
+    telemetry: &Telemetry,
+    system: &'static str,
+    topic: &Topic,
+    options: &PushOptions,
+    id: &JobId,
+    store: impl FnOnce(PushOptions) -> Fut,
+) -> Result<()>
+where
+    Fut: Future<Output = Result<()>>,
+{
+    let span = send_span(system, topic);
+    span.record(names::MESSAGE_ID, display(id));
+    let options = with_trace_context(&span, options).into_owned();
+    instrumented(telemetry, topic, &span, store(options)).await
+}
+
 /// Publishes a batch (each job already stamped) through
 /// [`Backend::publish_batch`] in one `send {topic}` span whose trace
 /// context every job carries; counts each job sent or failed.
