@@ -3,21 +3,22 @@
 //! Measures ezmq against the raw commands of each broker, in the same
 //! run. Disque: push throughput, consume throughput, push → handler
 //! latency (one topic and a mixed 20-topic load), request-reply round
-//! trips and the peak RSS under the 128-task push load. Redis and
-//! RabbitMQ: push and consume throughput and push → handler latency
-//! against a raw `redis`-crate / `lapin` loop. All three: a push batch of
-//! 50 (`push_batch`) against the broker's cheapest raw batch. Prints one markdown table
+//! trips and the peak RSS under the 128-task push load. Redis, RabbitMQ
+//! and PostgreSQL: push and consume throughput and push → handler latency
+//! against a raw `redis`-crate / `lapin` / `sqlx` loop. All four: a push
+//! batch of 50 (`push_batch`) against the broker's cheapest raw batch. Prints one markdown table
 //! per scenario (see `BENCHMARKS.md` at the repository root).
 //!
 //! ```text
-//! cargo run --release -p ezmq-bench -- [--backend disque|redis|rabbitmq]...
+//! cargo run --release -p ezmq-bench -- [--backend disque|redis|rabbitmq|postgres]...
 //!                                      [--addrs host:port,...] [--server-process]
 //!                                      [--smoke] [--scenario NAME] [--metrics-recorder]
 //! ```
 //!
 //! Without `--addrs` or `--server-process` the Disque server is embedded
-//! in the bench process (client and server then share the CPU). Redis and
-//! RabbitMQ are the servers at `--redis-url` / `--amqp-url`; one that does
+//! in the bench process (client and server then share the CPU). Redis,
+//! RabbitMQ and PostgreSQL are the servers at `--redis-url` /
+//! `--amqp-url` / `--postgres-url`; one that does
 //! not answer is skipped with one line, unless `EZMQ_REQUIRE_BROKERS`
 //! names it.
 
@@ -47,11 +48,11 @@ pub(crate) type BoxResult<T> = Result<T, BoxError>;
 #[derive(Debug, Parser)]
 #[command(
     name = "ezmq-bench",
-    about = "ezmq vs raw broker clients (Disque, Redis, RabbitMQ): throughput, latency, request-reply, memory"
+    about = "ezmq vs raw broker clients (Disque, Redis, RabbitMQ, PostgreSQL): throughput, latency, request-reply, memory"
 )]
 struct Args {
-    /// Backends to measure (repeatable); default all three. Redis and
-    /// RabbitMQ are skipped with one line when they do not answer, unless
+    /// Backends to measure (repeatable); default all four. Redis, RabbitMQ
+    /// and PostgreSQL are skipped with one line when they do not answer, unless
     /// `EZMQ_REQUIRE_BROKERS` names them (or is `all`).
     #[arg(long, value_enum)]
     backend: Vec<BackendKind>,
@@ -61,6 +62,9 @@ struct Args {
     /// The RabbitMQ broker of the RabbitMQ rows.
     #[arg(long, env = "EZMQ_TEST_AMQP_URL", default_value = brokers::rabbitmq::DEFAULT_URL)]
     amqp_url: String,
+    /// The PostgreSQL database of the PostgreSQL rows (schema `ezmq`).
+    #[arg(long, env = "EZMQ_TEST_POSTGRES_URL", default_value = brokers::postgres::DEFAULT_URL)]
+    postgres_url: String,
     /// Disque servers to use (`host:port,...`), started separately, e.g. with
     /// `ezmq-disque-server --port 7711`. The first one is used by the raw
     /// baseline. Default: a server embedded in this process.
@@ -109,6 +113,8 @@ enum BackendKind {
     Redis,
     /// RabbitMQ (`--amqp-url`).
     Rabbitmq,
+    /// PostgreSQL (`--postgres-url`).
+    Postgres,
 }
 
 /// The scenarios.
@@ -261,6 +267,19 @@ async fn run(args: Args) -> BoxResult<()> {
                 }
             }
             Err(e) if brokers::required("rabbitmq") => {
+                return Err(format!("no broker at {url}: {e}").into())
+            }
+            Err(_) => println!("skipped: no broker at {url}\n"),
+        }
+    }
+    if backend(BackendKind::Postgres) && parts.any() {
+        let url = &args.postgres_url;
+        match brokers::postgres::PostgresBench::connect(url).await {
+            Ok(postgres) => {
+                println!("## PostgreSQL at {url}\n");
+                brokers::run(&postgres, &settings, parts, &mut goals).await?;
+            }
+            Err(e) if brokers::required("postgres") => {
                 return Err(format!("no broker at {url}: {e}").into())
             }
             Err(_) => println!("skipped: no broker at {url}\n"),
