@@ -137,6 +137,9 @@ enum Scenario {
     /// Consume with a rate limit far above the achievable rate vs the
     /// plain listener.
     RateLimit,
+    /// PostgreSQL only: a fetch from a queue of a million jobs vs one of
+    /// 100 (20,000 with `--smoke`).
+    DeepFetch,
 }
 
 fn main() -> ExitCode {
@@ -272,12 +275,15 @@ async fn run(args: Args) -> BoxResult<()> {
             Err(_) => println!("skipped: no broker at {url}\n"),
         }
     }
-    if backend(BackendKind::Postgres) && parts.any() {
+    if backend(BackendKind::Postgres) && (parts.any() || wanted(Scenario::DeepFetch)) {
         let url = &args.postgres_url;
         match brokers::postgres::PostgresBench::connect(url).await {
             Ok(postgres) => {
                 println!("## PostgreSQL at {url}\n");
                 brokers::run(&postgres, &settings, parts, &mut goals).await?;
+                if wanted(Scenario::DeepFetch) {
+                    postgres.deep_fetch(&settings, &mut goals).await?;
+                }
             }
             Err(e) if brokers::required("postgres") => {
                 return Err(format!("no broker at {url}: {e}").into())

@@ -4,6 +4,7 @@
 //! `ezmq`.
 
 mod batch;
+pub(crate) mod deep_fetch;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -48,6 +49,17 @@ const ACK: &str =
 pub(crate) struct PostgresBench {
     url: String,
     pool: PgPool,
+}
+
+impl PostgresBench {
+    /// The deep-fetch rows ([`deep_fetch`]).
+    pub(crate) async fn deep_fetch(
+        &self,
+        s: &crate::scenario::Settings,
+        goals: &mut crate::table::Table,
+    ) -> BoxResult<()> {
+        deep_fetch::run(&self.url, &self.pool, s, goals).await
+    }
 }
 
 impl PostgresBench {

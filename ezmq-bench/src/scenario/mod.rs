@@ -59,6 +59,8 @@ pub(crate) struct Settings {
     pub(crate) latency_warm: Duration,
     /// Offered rate of the mixed 20-topic run (msg/s, all topics).
     pub(crate) mixed_rate: u64,
+    /// Jobs in the deep queue of the PostgreSQL deep-fetch rows.
+    pub(crate) deep_fetch_jobs: u64,
     /// Concurrent callers of the request-reply runs.
     pub(crate) rpc_callers: Vec<usize>,
     /// Length of a request-reply run.
@@ -78,6 +80,7 @@ impl Settings {
             push_measure: Duration::from_millis(100),
             consume_jobs: 500,
             broker_consume_jobs: 500,
+            deep_fetch_jobs: 20_000,
             consume_concurrency: 64,
             latency_rates: vec![1_000, 10_000],
             latency_time: Duration::from_millis(400),
@@ -100,6 +103,7 @@ impl Settings {
             push_measure: Duration::from_millis(1_000),
             consume_jobs: 50_000,
             broker_consume_jobs: 20_000,
+            deep_fetch_jobs: 1_000_000,
             consume_concurrency: 64,
             latency_rates: vec![1_000, 10_000],
             latency_time: Duration::from_secs(4),
