@@ -81,7 +81,7 @@ pub(crate) type Section<C> = Arc<dyn Fn(C) -> C + Send + Sync>;
 #[non_exhaustive]
 pub struct Config {
     /// The broker URL (`disque://`, `redis://`, `redis+cluster://`,
-    /// `amqp://`, `postgres://`), optionally with settings in its query
+    /// `amqp://`, `postgres://`, `nats://`), optionally with settings in its query
     /// string.
     pub url: String,
     /// Keep retrying a connection that fails with a retryable error
@@ -113,6 +113,8 @@ pub struct Config {
     pub(crate) rabbitmq: Option<Section<ezmq_rabbitmq::RabbitConfig>>,
     #[cfg(feature = "postgres")]
     pub(crate) postgres: Option<Section<ezmq_postgres::PostgresConfig>>,
+    #[cfg(feature = "nats")]
+    pub(crate) nats: Option<Section<ezmq_nats::NatsConfig>>,
 }
 
 impl fmt::Debug for Config {
@@ -148,6 +150,8 @@ impl Config {
             rabbitmq: None,
             #[cfg(feature = "postgres")]
             postgres: None,
+            #[cfg(feature = "nats")]
+            nats: None,
         }
     }
 
@@ -228,6 +232,19 @@ impl Config {
             + 'static,
     ) -> Self {
         self.postgres = Some(Arc::new(section));
+        self
+    }
+
+    /// The NATS backend's own settings, applied after the URL's:
+    /// `.with_nats(|nats| nats.with_replicas(3))`. Ignored for another
+    /// backend's URL.
+    #[cfg(feature = "nats")]
+    #[must_use]
+    pub fn with_nats(
+        mut self,
+        section: impl Fn(ezmq_nats::NatsConfig) -> ezmq_nats::NatsConfig + Send + Sync + 'static,
+    ) -> Self {
+        self.nats = Some(Arc::new(section));
         self
     }
 

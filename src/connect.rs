@@ -15,6 +15,7 @@ pub const SCHEMES: &[(&str, &str, &str)] = &[
     ("amqps", "RabbitMQ over TLS", "rabbitmq"),
     ("postgres", "PostgreSQL", "postgres"),
     ("postgresql", "PostgreSQL", "postgres"),
+    ("nats", "NATS JetStream", "nats"),
 ];
 
 /// Connects to the broker a URL names and returns a [`Client`]; the same
@@ -27,6 +28,7 @@ pub const SCHEMES: &[(&str, &str, &str)] = &[
 /// | `redis+cluster://host:port,host:port` | Redis Cluster |
 /// | `amqp://user:pass@host:5672/vhost`, `amqps://...` | RabbitMQ |
 /// | `postgres://user:pass@host:5432/database`, `postgresql://...` | PostgreSQL |
+/// | `nats://[user:pass@]host:4222[,host:port...]` | NATS JetStream |
 ///
 /// Settings go in the query string, the same names as
 /// [`Config`]'s: `redis://127.0.0.1:6379?prefix=app&max_payload=16MiB`.

@@ -64,9 +64,11 @@
 //! - [`rabbitmq`]: `amqp://` (`amqps://` with the crate's `tls` feature) —
 //!   RabbitMQ, quorum queues (`ezmq-rabbitmq/README.md`);
 //! - [`postgres`]: `postgres://`, `postgresql://` — PostgreSQL, jobs in a
-//!   table of ezmq's own schema (`ezmq-postgres/README.md`).
+//!   table of ezmq's own schema (`ezmq-postgres/README.md`);
+//! - [`nats`]: `nats://` — NATS JetStream, a work-queue stream with a
+//!   durable pull consumer per topic (`ezmq-nats/README.md`).
 //!
-//! Cargo features: `disque`, `redis`, `rabbitmq`, `postgres` (the backends, on by
+//! Cargo features: `disque`, `redis`, `rabbitmq`, `postgres`, `nats` (the backends, on by
 //! default: turn off the ones a service does not use), `embedded` (the
 //! server, off by default) and `opentelemetry` (W3C trace context in
 //! message headers, so consumer spans join the producer's trace; off by
@@ -102,6 +104,11 @@ pub use ezmq_redis as redis;
 #[cfg(feature = "rabbitmq")]
 #[doc(inline)]
 pub use ezmq_rabbitmq as rabbitmq;
+
+/// The NATS JetStream backend: configuration and connection.
+#[cfg(feature = "nats")]
+#[doc(inline)]
+pub use ezmq_nats as nats;
 
 /// The PostgreSQL backend: configuration and connection.
 #[cfg(feature = "postgres")]

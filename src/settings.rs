@@ -21,6 +21,8 @@ pub(crate) fn every_option_name() -> Vec<&'static str> {
     names.extend_from_slice(ezmq_rabbitmq::RabbitConfig::OPTIONS);
     #[cfg(feature = "postgres")]
     names.extend_from_slice(ezmq_postgres::PostgresConfig::OPTIONS);
+    #[cfg(feature = "nats")]
+    names.extend_from_slice(ezmq_nats::NatsConfig::OPTIONS);
     names.sort_unstable();
     names.dedup();
     names
@@ -59,6 +61,8 @@ enum BackendPlan {
     Rabbit(ezmq_rabbitmq::RabbitConfig),
     #[cfg(feature = "postgres")]
     Postgres(ezmq_postgres::PostgresConfig),
+    #[cfg(feature = "nats")]
+    Nats(ezmq_nats::NatsConfig),
 }
 
 impl Plan {
@@ -161,6 +165,11 @@ impl Plan {
                 ezmq_postgres::PostgresBackend::connect(config.clone()).await?,
                 client,
             )),
+            #[cfg(feature = "nats")]
+            BackendPlan::Nats(config) => Ok(Client::new(
+                ezmq_nats::NatsBackend::connect(config.clone()).await?,
+                client,
+            )),
         }
     }
 }
@@ -225,6 +234,20 @@ impl BackendPlan {
                 backend.validate()?;
                 Ok(BackendPlan::Postgres(backend))
             }
+            #[cfg(feature = "nats")]
+            "nats" => {
+                let mut backend: ezmq_nats::NatsConfig = base.parse()?;
+                for s in &settings {
+                    backend = backend
+                        .with_option(&s.name, &s.text)
+                        .map_err(|e| from(s, e))?;
+                }
+                if let Some(section) = &config.nats {
+                    backend = section(backend);
+                }
+                backend.validate()?;
+                Ok(BackendPlan::Nats(backend))
+            }
             other => Err(unknown_scheme(&config.url, other)),
         }
     }
@@ -242,6 +265,8 @@ fn backend_options(scheme: &str) -> Option<&'static [&'static str]> {
         "amqp" | "amqps" => Some(ezmq_rabbitmq::RabbitConfig::OPTIONS),
         #[cfg(feature = "postgres")]
         "postgres" | "postgresql" => Some(ezmq_postgres::PostgresConfig::OPTIONS),
+        #[cfg(feature = "nats")]
+        "nats" => Some(ezmq_nats::NatsConfig::OPTIONS),
         _ => None,
     }
 }

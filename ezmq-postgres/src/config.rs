@@ -5,6 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use ezmq_core::spi::option_value as value;
+use ezmq_core::spi::url_redaction::redact_password as redact;
 use ezmq_core::{Error, Result};
 
 /// The URL used when none is given.
@@ -294,33 +295,9 @@ impl FromStr for PostgresConfig {
     }
 }
 
-/// `url` with the password after `user:` replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    let Some(start) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    let Some(at) = url[start..].rfind('@').map(|i| start + i) else {
-        return url.to_owned();
-    };
-    match url[start..at].find(':') {
-        Some(colon) => format!("{}***{}", &url[..start + colon + 1], &url[at..]),
-        None => url.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(
-            redact("postgres://app:s3cret@db:5432/x"),
-            "postgres://app:***@db:5432/x"
-        );
-        assert_eq!(redact("postgres://app@db/x"), "postgres://app@db/x");
-        assert_eq!(redact("postgres://db/x"), "postgres://db/x");
-    }
 
     #[test]
     fn every_option_is_taken() {

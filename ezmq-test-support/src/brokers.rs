@@ -28,6 +28,12 @@ pub fn postgres_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
+/// The NATS server the tests use: `EZMQ_TEST_NATS_URL`, default
+/// `nats://127.0.0.1:4222`.
+pub fn nats_url() -> String {
+    std::env::var("EZMQ_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned())
+}
+
 /// True when [`REQUIRE_ENV`] names `backend` (case-insensitive) or `all`.
 pub fn broker_required(backend: &str) -> bool {
     std::env::var(REQUIRE_ENV).is_ok_and(|v| {

@@ -35,6 +35,7 @@ mod reply;
 mod runtime;
 mod source;
 mod stats;
+pub mod url_redaction;
 
 pub use backend::Backend;
 pub use capability::{Capabilities, Capability};

@@ -31,7 +31,7 @@ impl ServerKind {
             ServerKind::Resp => {
                 "a RESP server (Redis or Disque) answers there; use a redis:// or disque:// URL"
             }
-            ServerKind::Nats => "a NATS server answers there; ezmq has no NATS backend yet",
+            ServerKind::Nats => "a NATS server answers there; use a nats:// URL",
             ServerKind::Http => "an HTTP server answers there, not a broker",
         }
     }
