@@ -94,7 +94,17 @@ impl NatsBackend {
         let mut options = async_nats::ConnectOptions::new()
             .name("ezmq")
             .connection_timeout(config.connect_timeout)
-            .request_timeout(Some(config.command_timeout));
+            .request_timeout(Some(config.command_timeout))
+            // Back within half a second of a server that restarts (the
+            // client's default waits up to seconds between attempts).
+            .reconnect_delay_callback(|attempts| {
+                Duration::from_millis(
+                    u64::try_from(attempts)
+                        .unwrap_or(u64::MAX)
+                        .saturating_mul(50)
+                        .min(500),
+                )
+            });
         if let Some((user, password)) = config.credentials() {
             options = options.user_and_password(user, password);
         }
@@ -192,7 +202,7 @@ impl NatsBackend {
             .get_key_value(&names.claims_bucket)
             .await
             .map_err(|err| Error::connect(addr.clone(), err))?;
-        let mover_consumer = mover::consumer(&delayed, &names, &config)
+        let mover_consumer = mover::consumer(&delayed, &names)
             .await
             .map_err(|err| Error::connect(addr.clone(), err))?;
         let inner = Arc::new(Inner {
@@ -353,7 +363,7 @@ impl Inner {
         let consumer: PullConsumer = self
             .timed(
                 "create consumer",
-                stream.get_or_create_consumer(&name, config),
+                crate::durable::consumer(stream, &name, config),
             )
             .await?;
         self.consumers

@@ -57,8 +57,7 @@ impl FanOut for NatsBackend {
         let inner = &self.inner;
         let mut message = Outgoing::job(inner, topic.as_str(), &options.headers, &body, options);
         message.subject = inner.names.broadcast_subject(topic);
-        let ack = message.send(inner, topic).await?;
-        ack.await.map_err(crate::error::request("broadcast"))?;
+        crate::push::store(inner, topic, message).await?;
         Ok(None)
     }
 

@@ -33,6 +33,7 @@ mod backend;
 mod claim;
 mod config;
 mod connect_failure;
+mod durable;
 mod error;
 mod fan_out;
 mod mover;

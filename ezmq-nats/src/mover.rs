@@ -18,7 +18,6 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::Inner;
-use crate::config::NatsConfig;
 use crate::names::Names;
 use crate::push::{now_ms, DUE_HEADER, EXPIRES_HEADER};
 
@@ -26,6 +25,9 @@ use crate::push::{now_ms, DUE_HEADER, EXPIRES_HEADER};
 const BATCH: usize = 64;
 /// How long one pull waits for a job.
 const PULL_WAIT: Duration = Duration::from_secs(1);
+/// How long a job pulled by a mover that died stays with it (every
+/// client's mover shares the consumer, whatever its own lease).
+const MOVER_ACK_WAIT: Duration = Duration::from_secs(30);
 /// The pause after a failed pull (the server restarting, say).
 const BACKOFF: Duration = Duration::from_millis(500);
 
@@ -35,22 +37,21 @@ const BACKOFF: Duration = Duration::from_millis(500);
 pub(crate) async fn consumer(
     delayed: &Stream,
     names: &Names,
-    config: &NatsConfig,
 ) -> Result<PullConsumer, async_nats::Error> {
-    let consumer = delayed
-        .get_or_create_consumer(
-            &names.mover,
-            pull::Config {
-                durable_name: Some(names.mover.clone()),
-                ack_policy: AckPolicy::Explicit,
-                ack_wait: config.lease,
-                max_deliver: -1,
-                max_ack_pending: -1,
-                ..Default::default()
-            },
-        )
-        .await?;
-    Ok(consumer)
+    crate::durable::consumer(
+        delayed,
+        &names.mover,
+        pull::Config {
+            durable_name: Some(names.mover.clone()),
+            ack_policy: AckPolicy::Explicit,
+            ack_wait: MOVER_ACK_WAIT,
+            max_deliver: -1,
+            max_ack_pending: -1,
+            ..Default::default()
+        },
+    )
+    .await
+    .map_err(Into::into)
 }
 
 /// The mover's loop, until `cancel`: one pull after another, each job
@@ -74,9 +75,14 @@ pub(crate) async fn run(inner: Weak<Inner>, consumer: PullConsumer, cancel: Canc
         };
         let Some(inner) = inner.upgrade() else { return };
         let mut moving = FuturesUnordered::new();
+        // A pull lost with its connection is never answered: past its
+        // expiry the next pull is made.
+        let expired = tokio::time::sleep(PULL_WAIT + Duration::from_millis(500));
+        tokio::pin!(expired);
         loop {
             tokio::select! {
                 () = cancel.cancelled() => break,
+                () = &mut expired => break,
                 next = batch.next() => match next {
                     Some(Ok(message)) => moving.push(move_one(&inner, message)),
                     Some(Err(err)) => {
@@ -137,11 +143,21 @@ async fn move_one(
         .payload(message.payload.clone())
         .headers(out)
         .message_id(moved_id);
-    inner
-        .js
-        .send_publish(inner.names.job_subject(&queue), publish)
-        .await?
-        .await?;
+    let moved = async {
+        inner
+            .js
+            .send_publish(inner.names.job_subject(&queue), publish)
+            .await?
+            .await?;
+        Ok::<(), async_nats::Error>(())
+    }
+    .await;
+    if let Err(err) = moved {
+        // Back soon, not after the mover's ack wait (a cluster electing
+        // a stream leader, say).
+        message.ack_with(AckKind::Nak(Some(BACKOFF))).await?;
+        return Err(err);
+    }
     message.double_ack().await?;
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! the topic's subject, or to the delayed stream when the job has a
 //! delay.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_nats::header::HeaderMap;
 use async_nats::jetstream::context::{PublishAckFuture, PublishError, PublishErrorKind};
@@ -33,6 +33,7 @@ pub(crate) fn ms(d: Duration) -> u64 {
 }
 
 /// One job as it is published: subject, headers, payload.
+#[derive(Clone)]
 pub(crate) struct Outgoing {
     pub(crate) subject: String,
     pub(crate) headers: HeaderMap,
@@ -108,24 +109,48 @@ fn not_stored(topic: &Topic, err: PublishError) -> Error {
     }
 }
 
-/// The result of a sent publish's acknowledgement: a timeout or a lost
-/// connection leave the outcome unknown.
-async fn acknowledged(topic: &Topic, ack: PublishAckFuture) -> Result<bool> {
-    match ack.await {
-        Ok(ack) => Ok(ack.duplicate),
-        Err(err) => match err.kind() {
-            PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe | PublishErrorKind::Other => {
-                Err(Error::outcome_unknown(
-                    topic.as_str(),
-                    NatsBackendError::Request {
-                        request: "push",
-                        source: Box::new(err),
-                        retryable: false,
-                    },
-                ))
+/// The pause before a publish nobody received is sent again.
+const RESEND: Duration = Duration::from_millis(100);
+
+/// Sends `message` and awaits its acknowledgement: whether it was a
+/// duplicate. A publish nobody received (no stream leader: a cluster
+/// electing one after a node died) was not stored, so it is sent again
+/// every 100 ms until the command timeout.
+pub(crate) async fn store(inner: &Inner, topic: &Topic, message: Outgoing) -> Result<bool> {
+    let deadline = Instant::now() + inner.config.command_timeout;
+    loop {
+        let ack = message.clone().send(inner, topic).await?;
+        match ack.await {
+            Ok(ack) => return Ok(ack.duplicate),
+            Err(err)
+                if err.kind() == PublishErrorKind::StreamNotFound
+                    && Instant::now() + RESEND < deadline =>
+            {
+                tracing::debug!(topic = %topic, error = %err, "no stream leader took the push; sending it again");
+                tokio::time::sleep(RESEND).await;
             }
-            _ => Err(crate::error::refused("push")(err)),
-        },
+            Err(err) => return Err(ack_error(topic, err)),
+        }
+    }
+}
+
+/// The error of a sent publish's acknowledgement: a timeout or a lost
+/// connection leave the outcome unknown; nobody receiving it (no stream
+/// leader for a while) may pass.
+fn ack_error(topic: &Topic, err: PublishError) -> Error {
+    match err.kind() {
+        PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe | PublishErrorKind::Other => {
+            Error::outcome_unknown(
+                topic.as_str(),
+                NatsBackendError::Request {
+                    request: "push",
+                    source: Box::new(err),
+                    retryable: false,
+                },
+            )
+        }
+        PublishErrorKind::StreamNotFound => crate::error::request("push")(err),
+        _ => crate::error::refused("push")(err),
     }
 }
 
@@ -137,10 +162,8 @@ pub(crate) async fn publish(
     options: &PushOptions,
 ) -> Result<JobId> {
     let id = options.stamped_id().unwrap_or_else(JobId::generate);
-    let ack = Outgoing::job(inner, topic.as_str(), &options.headers, &body, options)
-        .send(inner, topic)
-        .await?;
-    if acknowledged(topic, ack).await? {
+    let message = Outgoing::job(inner, topic.as_str(), &options.headers, &body, options);
+    if store(inner, topic, message).await? {
         tracing::debug!(topic = %topic, message_id = %id, "duplicate push stored nothing");
     }
     Ok(id)
@@ -156,13 +179,18 @@ pub(crate) async fn publish_batch(
     let mut sent = Vec::with_capacity(jobs.len());
     for (body, options) in jobs {
         let id = options.stamped_id().unwrap_or_else(JobId::generate);
-        let ack = Outgoing::job(inner, topic.as_str(), &options.headers, body, options)
-            .send(inner, topic)
-            .await;
-        sent.push((id, ack));
+        let message = Outgoing::job(inner, topic.as_str(), &options.headers, body, options);
+        let ack = message.clone().send(inner, topic).await;
+        sent.push((id, message, ack));
     }
-    let acks = sent.into_iter().map(|(id, ack)| async move {
-        acknowledged(topic, ack?).await?;
+    let acks = sent.into_iter().map(|(id, message, ack)| async move {
+        match ack?.await {
+            Ok(_) => {}
+            Err(err) if err.kind() == PublishErrorKind::StreamNotFound => {
+                store(inner, topic, message).await?;
+            }
+            Err(err) => return Err(ack_error(topic, err)),
+        }
         Ok(id)
     });
     futures::future::join_all(acks).await

@@ -84,8 +84,7 @@ impl NatsDelivery {
             headers: nats,
             payload: envelope::encode(&headers, &self.body),
         };
-        let ack = again.send(&self.inner, self.source.topic()).await?;
-        ack.await.map_err(error::request(request))?;
+        crate::push::store(&self.inner, self.source.topic(), again).await?;
         self.ack_with(request, AckKind::Ack).await
     }
 }

@@ -1,0 +1,239 @@
+//! Private NATS servers for the tests that kill or restart one: a single
+//! server, or a three-node JetStream cluster with routes, each node on
+//! free loopback ports with a store directory of its own.
+//!
+//! Each `nats-server` runs under a small shell watcher that kills it when
+//! the test process is gone, so a server shared by a test binary's tests
+//! (a `static`) never outlives it.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One `nats-server` process (under its watcher), killed on drop.
+#[derive(Debug)]
+pub(crate) struct NatsNode {
+    pub(crate) name: String,
+    pub(crate) port: u16,
+    args: Vec<String>,
+    store: PathBuf,
+    child: Mutex<Option<Child>>,
+}
+
+/// The path of `nats-server`, `None` (after a skip line) when it is not
+/// installed.
+fn server_bin() -> Option<&'static str> {
+    let found = Command::new("nats-server")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if found {
+        Some("nats-server")
+    } else if ezmq_test_support::broker_required("nats") {
+        panic!("EZMQ_REQUIRE_BROKERS names nats but nats-server is not installed");
+    } else {
+        println!("skipped: nats-server is not installed");
+        None
+    }
+}
+
+/// A free loopback port.
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl NatsNode {
+    fn new(name: &str, port: u16, extra: Vec<String>) -> Self {
+        let store =
+            std::env::temp_dir().join(format!("ezmq-nats-{}", uuid::Uuid::new_v4().simple()));
+        let mut args = vec![
+            "-a".to_owned(),
+            "127.0.0.1".to_owned(),
+            "-p".to_owned(),
+            port.to_string(),
+            "-js".to_owned(),
+            "-sd".to_owned(),
+            store.display().to_string(),
+            "-n".to_owned(),
+            name.to_owned(),
+        ];
+        args.extend(extra);
+        NatsNode {
+            name: name.to_owned(),
+            port,
+            args,
+            store,
+            child: Mutex::new(None),
+        }
+    }
+
+    /// Starts the process (again, with the same store) and waits for its
+    /// client port.
+    pub(crate) fn start(&self) -> Result<(), String> {
+        let mut child = self.child.lock().unwrap();
+        if child.is_some() {
+            return Ok(());
+        }
+        let script = format!(
+            "nats-server \"$@\" >{log} 2>&1 & s=$!; \
+             while kill -0 {parent} 2>/dev/null && kill -0 $s 2>/dev/null; do sleep 0.2; done; \
+             kill -9 $s 2>/dev/null",
+            log = self.store.with_extension("log").display(),
+            parent = std::process::id(),
+        );
+        let spawned = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .arg("sh")
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("starting nats-server: {e}"))?;
+        *child = Some(spawned);
+        drop(child);
+        wait_port(self.port, Duration::from_secs(20))
+    }
+
+    /// Kills the server as a crash would (SIGKILL through its watcher,
+    /// which kills it when it is killed itself).
+    pub(crate) fn kill(&self) {
+        if let Some(mut watcher) = self.child.lock().unwrap().take() {
+            // The watcher's child: the server is the shell's only job.
+            let _ = Command::new("pkill")
+                .args(["-9", "-P", &watcher.id().to_string()])
+                .status();
+            let _ = watcher.kill();
+            let _ = watcher.wait();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while port_open(self.port) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills it and starts it again on the same port with the same store.
+    pub(crate) fn restart(&self) -> Result<(), String> {
+        self.kill();
+        self.start()
+    }
+
+    /// `nats://127.0.0.1:<port>`.
+    pub(crate) fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for NatsNode {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.store);
+        let _ = std::fs::remove_file(self.store.with_extension("log"));
+    }
+}
+
+fn port_open(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+}
+
+fn wait_port(port: u16, within: Duration) -> Result<(), String> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if port_open(port) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Err(format!(
+        "nats-server did not open 127.0.0.1:{port} within {within:?}"
+    ))
+}
+
+/// A single private server; `None` (after a skip line) without
+/// `nats-server`.
+pub(crate) fn single() -> Option<NatsNode> {
+    server_bin()?;
+    let node = NatsNode::new("ezmq-single", free_port(), Vec::new());
+    node.start().expect("a private nats-server");
+    Some(node)
+}
+
+/// A three-node JetStream cluster on loopback.
+#[derive(Debug)]
+pub(crate) struct NatsCluster {
+    pub(crate) nodes: Vec<NatsNode>,
+}
+
+impl NatsCluster {
+    /// Starts three nodes routed to each other; `None` (after a skip
+    /// line) without `nats-server`.
+    pub(crate) fn start() -> Option<Self> {
+        server_bin()?;
+        let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+        let nodes: Vec<NatsNode> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (client, cluster))| {
+                let routes: Vec<String> = ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .map(|(_, (_, c))| format!("nats://127.0.0.1:{c}"))
+                    .collect();
+                NatsNode::new(
+                    &format!("ezmq-n{i}"),
+                    *client,
+                    vec![
+                        "--cluster_name".to_owned(),
+                        "ezmq".to_owned(),
+                        "--cluster".to_owned(),
+                        format!("nats://127.0.0.1:{cluster}"),
+                        "--routes".to_owned(),
+                        routes.join(","),
+                    ],
+                )
+            })
+            .collect();
+        for node in &nodes {
+            node.start().expect("a cluster node");
+        }
+        Some(NatsCluster { nodes })
+    }
+
+    /// Every node's address in one URL.
+    pub(crate) fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("nats://{}", hosts.join(","))
+    }
+}
+
+/// Connects with `config`, again and again for up to 30 s while the
+/// servers elect their JetStream leaders.
+pub(crate) async fn connect_until_ready(
+    config: ezmq_nats::NatsConfig,
+) -> ezmq_core::Result<ezmq_core::Client> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match ezmq_nats::connect(config.clone()).await {
+            Ok(client) => return Ok(client),
+            Err(err) if Instant::now() < deadline => {
+                tracing::debug!(error = %err, "the cluster is not ready yet");
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
