@@ -10,15 +10,15 @@
 //! per scenario (see `BENCHMARKS.md` at the repository root).
 //!
 //! ```text
-//! cargo run --release -p ezmq-bench -- [--backend disque|redis|rabbitmq|postgres]...
+//! cargo run --release -p ezmq-bench -- [--backend disque|redis|rabbitmq|postgres|nats]...
 //!                                      [--addrs host:port,...] [--server-process]
 //!                                      [--smoke] [--scenario NAME] [--metrics-recorder]
 //! ```
 //!
 //! Without `--addrs` or `--server-process` the Disque server is embedded
 //! in the bench process (client and server then share the CPU). Redis,
-//! RabbitMQ and PostgreSQL are the servers at `--redis-url` /
-//! `--amqp-url` / `--postgres-url`; one that does
+//! RabbitMQ, PostgreSQL and NATS are the servers at `--redis-url` /
+//! `--amqp-url` / `--postgres-url` / `--nats-url`; one that does
 //! not answer is skipped with one line, unless `EZMQ_REQUIRE_BROKERS`
 //! names it.
 
@@ -65,6 +65,9 @@ struct Args {
     /// The PostgreSQL database of the PostgreSQL rows (schema `ezmq`).
     #[arg(long, env = "EZMQ_TEST_POSTGRES_URL", default_value = brokers::postgres::DEFAULT_URL)]
     postgres_url: String,
+    /// The NATS server of the NATS rows.
+    #[arg(long, env = "EZMQ_TEST_NATS_URL", default_value = brokers::nats::DEFAULT_URL)]
+    nats_url: String,
     /// Disque servers to use (`host:port,...`), started separately, e.g. with
     /// `ezmq-disque-server --port 7711`. The first one is used by the raw
     /// baseline. Default: a server embedded in this process.
@@ -115,6 +118,8 @@ enum BackendKind {
     Rabbitmq,
     /// PostgreSQL (`--postgres-url`).
     Postgres,
+    /// NATS JetStream (`--nats-url`).
+    Nats,
 }
 
 /// The scenarios.
@@ -286,6 +291,19 @@ async fn run(args: Args) -> BoxResult<()> {
                 }
             }
             Err(e) if brokers::required("postgres") => {
+                return Err(format!("no broker at {url}: {e}").into())
+            }
+            Err(_) => println!("skipped: no broker at {url}\n"),
+        }
+    }
+    if backend(BackendKind::Nats) && parts.any() {
+        let url = &args.nats_url;
+        match brokers::nats::NatsBench::connect(url).await {
+            Ok(nats) => {
+                println!("## NATS JetStream at {url}\n");
+                brokers::run(&nats, &settings, parts, &mut goals).await?;
+            }
+            Err(e) if brokers::required("nats") => {
                 return Err(format!("no broker at {url}: {e}").into())
             }
             Err(_) => println!("skipped: no broker at {url}\n"),

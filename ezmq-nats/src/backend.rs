@@ -242,6 +242,28 @@ impl NatsBackend {
     pub fn client(&self) -> &async_nats::Client {
         &self.inner.client
     }
+
+    /// The stream every topic's jobs are stored in (`<prefix>_jobs`).
+    pub fn jobs_stream(&self) -> &str {
+        &self.inner.names.jobs_stream
+    }
+
+    /// The subject `topic`'s jobs are stored under in
+    /// [`NatsBackend::jobs_stream`] (`<prefix>.jobs.<topic as a token>`:
+    /// letters, digits and `-` kept, every other byte `_` and two hex
+    /// digits).
+    ///
+    /// ```no_run
+    /// # async fn demo() -> ezmq_core::Result<()> {
+    /// use ezmq_nats::{NatsBackend, NatsConfig};
+    ///
+    /// let backend = NatsBackend::connect(NatsConfig::new("nats://127.0.0.1:4222")).await?;
+    /// assert_eq!(backend.job_subject("orders.eu"), "ezmq.jobs.orders_2eeu");
+    /// # Ok(()) }
+    /// ```
+    pub fn job_subject(&self, topic: &str) -> String {
+        self.inner.names.job_subject(topic)
+    }
 }
 
 /// The stream `config` names, created when it is missing; an existing

@@ -56,7 +56,7 @@ impl FanOut for NatsBackend {
     ) -> Result<Option<usize>> {
         let inner = &self.inner;
         let mut message = Outgoing::job(inner, topic.as_str(), &options.headers, &body, options);
-        message.subject = inner.names.broadcast_subject(topic);
+        message.subject = inner.names.broadcast_subject(topic).into();
         crate::push::store(inner, topic, message).await?;
         Ok(None)
     }

@@ -33,9 +33,8 @@ pub(crate) fn ms(d: Duration) -> u64 {
 }
 
 /// One job as it is published: subject, headers, payload.
-#[derive(Clone)]
 pub(crate) struct Outgoing {
-    pub(crate) subject: String,
+    pub(crate) subject: async_nats::Subject,
     pub(crate) headers: HeaderMap,
     pub(crate) payload: Bytes,
 }
@@ -69,23 +68,24 @@ impl Outgoing {
             None => inner.names.job_subject(queue),
         };
         Outgoing {
-            subject,
+            subject: subject.into(),
             headers: nats,
             payload: envelope::encode(headers, body),
         }
     }
 
-    /// Sends it; the returned future is its acknowledgement.
-    pub(crate) async fn send(self, inner: &Inner, topic: &Topic) -> Result<PublishAckFuture> {
+    /// Sends it (again, after a publish nobody received); the returned
+    /// future is its acknowledgement. A job without NATS headers goes as
+    /// a plain `PUB`.
+    pub(crate) async fn send(&self, inner: &Inner, topic: &Topic) -> Result<PublishAckFuture> {
         inner.ensure_open()?;
+        let mut publish = PublishMessage::build().payload(self.payload.clone());
+        if !self.headers.is_empty() {
+            publish = publish.headers(self.headers.clone());
+        }
         inner
             .js
-            .send_publish(
-                self.subject,
-                PublishMessage::build()
-                    .payload(self.payload)
-                    .headers(self.headers),
-            )
+            .send_publish(self.subject.clone(), publish)
             .await
             .map_err(|err| not_stored(topic, err))
     }
@@ -119,7 +119,7 @@ const RESEND: Duration = Duration::from_millis(100);
 pub(crate) async fn store(inner: &Inner, topic: &Topic, message: Outgoing) -> Result<bool> {
     let deadline = Instant::now() + inner.config.command_timeout;
     loop {
-        let ack = message.clone().send(inner, topic).await?;
+        let ack = message.send(inner, topic).await?;
         match ack.await {
             Ok(ack) => return Ok(ack.duplicate),
             Err(err)
@@ -180,7 +180,7 @@ pub(crate) async fn publish_batch(
     for (body, options) in jobs {
         let id = options.stamped_id().unwrap_or_else(JobId::generate);
         let message = Outgoing::job(inner, topic.as_str(), &options.headers, body, options);
-        let ack = message.clone().send(inner, topic).await;
+        let ack = message.send(inner, topic).await;
         sent.push((id, message, ack));
     }
     let acks = sent.into_iter().map(|(id, message, ack)| async move {

@@ -80,7 +80,7 @@ impl NatsDelivery {
             self.inner.names.delayed_subject(queue)
         };
         let again = Outgoing {
-            subject,
+            subject: subject.into(),
             headers: nats,
             payload: envelope::encode(&headers, &self.body),
         };

@@ -7,6 +7,7 @@
 //! Each broker implements [`RawBroker`] (its raw baseline and its ezmq
 //! client); the measuring code here is shared.
 
+pub(crate) mod nats;
 pub(crate) mod postgres;
 pub(crate) mod rabbitmq;
 pub(crate) mod redis;
