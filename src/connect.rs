@@ -57,14 +57,9 @@ pub(crate) fn bad_url(url: &str, why: &str) -> Error {
     Error::invalid_option("url", format!("{:?}: {why}", redact(url)))
 }
 
-/// `url` without its user and password.
+/// `url` with its password replaced by `***`.
 pub(crate) fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(start), Some(at)) if at > start => {
-            format!("{}://…@{}", &url[..start], &url[at + 1..])
-        }
-        _ => url.to_owned(),
-    }
+    ezmq_core::spi::url_redaction::redact_password(url)
 }
 
 #[cfg(test)]

@@ -359,10 +359,7 @@ fn percent_decode(s: &str, url: &str) -> Result<String, DisqueError> {
 
 /// The URL with its password replaced, for error messages.
 fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}<redacted>{}", &url[..s + 3], &url[at..]),
-        _ => url.to_owned(),
-    }
+    ezmq_core::spi::url_redaction::redact_password(url)
 }
 
 impl FromStr for DisqueConfig {

@@ -278,16 +278,7 @@ impl FromStr for RabbitConfig {
 
 /// The URL without its password, for logs and errors.
 pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    match rest.split_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{host}")
-        }
-        None => url.to_owned(),
-    }
+    ezmq_core::spi::url_redaction::redact_password(url)
 }
 
 #[cfg(test)]
@@ -318,6 +309,8 @@ mod tests {
     #[test]
     fn redacts_passwords() {
         assert_eq!(redact("amqp://u:secret@h:5672/v"), "amqp://u:***@h:5672/v");
+        // An unencoded `@` in the password: hidden whole, not up to the first `@`.
+        assert_eq!(redact("amqp://u:p@ss@h:5672/v"), "amqp://u:***@h:5672/v");
         assert_eq!(redact("amqp://h:5672"), "amqp://h:5672");
     }
 }

@@ -369,52 +369,19 @@ impl RedisConfig {
     }
 }
 
-/// `url` with its password replaced by `***`, for errors, logs and `Debug`:
-/// `scheme://user:***@host...` (everything between `://` and the last `@`
-/// is the user info; user info without a `:` is hidden whole, as some
-/// write the password there), and the values of `pass` and `password`
-/// query parameters (Unix-socket URLs) likewise.
+/// `url` with its password replaced by `***`, for errors, logs and `Debug`
+/// (core's [`redact_password`](ezmq_core::spi::url_redaction::redact_password):
+/// the password of `user:password@`, and `pass` and `password` query
+/// parameters of Unix-socket URLs). User info without a `:` is hidden too,
+/// as some write the password there (`redis://secret@h`).
 pub(crate) fn redact(url: &str) -> String {
-    let (scheme, rest) = match url.split_once("://") {
-        Some(parts) => parts,
-        None => ("", url),
-    };
-    let mut out = String::with_capacity(url.len());
-    if !scheme.is_empty() {
-        out.push_str(scheme);
-        out.push_str("://");
-    }
-    let rest = match rest.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            match userinfo.split_once(':') {
-                Some((user, _password)) => {
-                    out.push_str(user);
-                    out.push_str(":***@");
-                }
-                None => out.push_str("***@"),
-            }
-            host
+    use ezmq_core::spi::url_redaction::redact_password;
+    match url.split_once("://") {
+        Some((scheme, rest)) if rest.rfind('@').is_some_and(|at| !rest[..at].contains(':')) => {
+            redact_password(&format!("{scheme}://:{rest}"))
         }
-        None => rest,
-    };
-    match rest.split_once('?') {
-        Some((path, query)) => {
-            out.push_str(path);
-            out.push('?');
-            let params: Vec<String> = query
-                .split('&')
-                .map(|param| match param.split_once('=') {
-                    Some((name, _)) if matches!(name, "pass" | "password") => {
-                        format!("{name}=***")
-                    }
-                    _ => param.to_owned(),
-                })
-                .collect();
-            out.push_str(&params.join("&"));
-        }
-        None => out.push_str(rest),
+        _ => redact_password(url),
     }
-    out
 }
 
 impl TryFrom<&str> for RedisConfig {
@@ -453,7 +420,7 @@ mod tests {
     fn redacts_passwords() {
         assert_eq!(redact("redis://:hunter2@h:6379/2"), "redis://:***@h:6379/2");
         assert_eq!(redact("rediss://u:p@ss@h:1"), "rediss://u:***@h:1");
-        assert_eq!(redact("redis://secret@h"), "redis://***@h");
+        assert_eq!(redact("redis://secret@h"), "redis://:***@h");
         assert_eq!(redact("redis://h:6379"), "redis://h:6379");
         assert_eq!(
             redact("redis+unix:///tmp/r.sock?db=1&pass=pw"),
