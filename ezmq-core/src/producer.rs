@@ -37,20 +37,18 @@ pub(crate) async fn publish(
     body: Bytes,
     mut options: PushOptions,
 ) -> Result<JobId> {
-    let queue = options.priority.lane(topic)?;
-    let id = JobMeta::stamp(&mut options);
-    let held = match &options.unique {
-        Some(unique) => Some(unique::claim(backend, topic, unique, &id).await?),
-        None => None,
-    };
-    let sent = telemetry::publish(telemetry, backend, topic, &queue, body, &options, &id).await;
-    if let (Err(err), Some(held)) = (&sent, held) {
-        // Refused: no job holds the key. Unknown: the job may be stored.
-        if !err.is_outcome_unknown() {
-            held.give_back(backend).await;
-        }
-    }
-    sent.map(|()| id)
+    let prepared = prepare(backend, topic, &mut options).await?;
+    let sent = telemetry::publish(
+        telemetry,
+        backend,
+        topic,
+        &prepared.queue,
+        body,
+        &options,
+        &prepared.id,
+    )
+    .await;
+    prepared.settle(backend, sent).await
 }
 
 /// [`publish`] with `store` as the last step in place of
@@ -69,23 +67,58 @@ where
     F: FnOnce(Topic, Bytes, PushOptions) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
 {
+    let prepared = prepare(backend, topic, &mut options).await?;
+    let queue = prepared.queue.clone();
+    let sent = telemetry::publish_with(
+        telemetry,
+        backend.name(),
+        topic,
+        &options,
+        &prepared.id,
+        |options| store(queue, body, options),
+    )
+    .await;
+    prepared.settle(backend, sent).await
+}
+
+/// A single push between its stamp and its send: steps 2 to 4.
+struct Prepared {
+    /// The topic, or its lane.
+    queue: Topic,
+    /// The job's id, stamped in its options.
+    id: JobId,
+    /// The unique key the push claimed, if it has one.
+    held: Option<unique::HeldKey>,
+}
+
+/// Stamps `options`, claims its unique key (a duplicate stops here) and
+/// picks the queue.
+async fn prepare(
+    backend: &dyn Backend,
+    topic: &Topic,
+    options: &mut PushOptions,
+) -> Result<Prepared> {
     let queue = options.priority.lane(topic)?;
-    let id = JobMeta::stamp(&mut options);
+    let id = JobMeta::stamp(options);
     let held = match &options.unique {
         Some(unique) => Some(unique::claim(backend, topic, unique, &id).await?),
         None => None,
     };
-    let sent =
-        telemetry::publish_with(telemetry, backend.name(), topic, &options, &id, |options| {
-            store(queue, body, options)
-        })
-        .await;
-    if let (Err(err), Some(held)) = (&sent, held) {
-        if !err.is_outcome_unknown() {
-            held.give_back(backend).await;
+    Ok(Prepared { queue, id, held })
+}
+
+impl Prepared {
+    /// The job's id once `sent`; a push the broker refused gives its
+    /// unique key back (no job holds it), one whose outcome is unknown
+    /// keeps it (the job may be stored).
+    async fn settle(self, backend: &dyn Backend, sent: Result<()>) -> Result<JobId> {
+        if let (Err(err), Some(held)) = (&sent, self.held) {
+            if !err.is_outcome_unknown() {
+                held.give_back(backend).await;
+            }
         }
+        sent.map(|()| self.id)
     }
-    sent.map(|()| id)
 }
 
 /// Stamps and publishes a validated batch; each job's id or error, in

@@ -7,19 +7,19 @@ use async_trait::async_trait;
 use ezmq_core::spi::{ClaimOutcome, ExclusiveClaim};
 use ezmq_core::{Result, Topic};
 
-use crate::backend::{ms, PostgresBackend};
+use crate::backend::{ms, Inner, PostgresBackend};
 
 #[async_trait]
 impl ExclusiveClaim for PostgresBackend {
     async fn try_claim(&self, key: &Topic, hold: Duration) -> Result<bool> {
         let token = uuid::Uuid::new_v4().simple().to_string();
-        self.take(key, &token, hold).await
+        self.inner.take_claim(key.as_str(), &token, hold).await
     }
 
     async fn claim(&self, key: &Topic, token: &str, hold: Duration) -> Result<ClaimOutcome> {
         // The holder can end between the upsert and the read: look again.
         for _ in 0..3 {
-            if self.take(key, token, hold).await? {
+            if self.inner.take_claim(key.as_str(), token, hold).await? {
                 return Ok(ClaimOutcome::Won);
             }
             if let Some(holder) = self.holder(key).await? {
@@ -56,20 +56,19 @@ impl ExclusiveClaim for PostgresBackend {
     }
 }
 
-impl PostgresBackend {
+impl Inner {
     /// Takes `key` under `token` unless a live holder has it: the
     /// upsert's `WHERE` sees the row as it is once the conflicting
     /// transaction ended, so exactly one of concurrent callers changes it.
-    async fn take(&self, key: &Topic, token: &str, hold: Duration) -> Result<bool> {
-        let inner = &self.inner;
-        let done = inner
+    pub(crate) async fn take_claim(&self, key: &str, token: &str, hold: Duration) -> Result<bool> {
+        let done = self
             .timed(
                 "claim",
-                sqlx::query(&inner.sql.claim)
-                    .bind(key.as_str())
+                sqlx::query(&self.sql.claim)
+                    .bind(key)
                     .bind(token)
                     .bind(ms(hold))
-                    .execute(&inner.pool),
+                    .execute(&self.pool),
             )
             .await?;
         Ok(done.rows_affected() > 0)

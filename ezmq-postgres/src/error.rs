@@ -138,3 +138,16 @@ pub(crate) fn is_unanswered(err: &sqlx::Error) -> bool {
 pub(crate) fn statement(statement: &'static str) -> impl FnOnce(sqlx::Error) -> ezmq_core::Error {
     move |source| PostgresBackendError::Statement { statement, source }.into()
 }
+
+/// Column `index` of a row that `statement` returned, decoded; a value
+/// that does not decode is that statement's error.
+pub(crate) fn column<'r, T>(
+    row: &'r sqlx::postgres::PgRow,
+    index: usize,
+    statement: &'static str,
+) -> ezmq_core::Result<T>
+where
+    T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    sqlx::Row::try_get(row, index).map_err(self::statement(statement))
+}

@@ -10,10 +10,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{FanOut, GroupInfo, GroupMembership};
 use ezmq_core::{PushOptions, Result, Topic};
-use sqlx::Row;
 
 use crate::backend::{ms, Inner, PostgresBackend};
-use crate::error;
+use crate::error::column;
 use crate::push::Row as JobRow;
 
 #[async_trait]
@@ -75,9 +74,9 @@ impl FanOut for PostgresBackend {
             .await?;
         rows.into_iter()
             .map(|row| {
-                let name: String = row.try_get(0).map_err(error::statement("groups"))?;
-                let members: i64 = row.try_get(1).map_err(error::statement("groups"))?;
-                let waiting: i64 = row.try_get(2).map_err(error::statement("groups"))?;
+                let name: String = column(&row, 0, "groups")?;
+                let members: i64 = column(&row, 1, "groups")?;
+                let waiting: i64 = column(&row, 2, "groups")?;
                 Ok(GroupInfo::new(name)
                     .with_members(u64::try_from(members).unwrap_or(0))
                     .with_waiting(u64::try_from(waiting).unwrap_or(0)))

@@ -7,10 +7,9 @@ use async_trait::async_trait;
 use ezmq_core::spi::{Cancelled, JobInfo, JobState, JobStore};
 use ezmq_core::{JobId, Result, Topic};
 use sqlx::postgres::PgRow;
-use sqlx::Row;
 
 use crate::backend::PostgresBackend;
-use crate::error;
+use crate::error::column;
 use crate::receive::job;
 use crate::stats::count;
 
@@ -21,22 +20,21 @@ fn index(state: JobState) -> usize {
 
 /// A [`JobInfo`] from a row of `id, body, headers, attempt, state, due ms`.
 fn info(topic: &Topic, row: &PgRow) -> Result<JobInfo> {
-    let column = |err| error::statement("job store")(err);
-    let state: i32 = row.try_get(4).map_err(column)?;
+    let state: i32 = column(row, 4, "job store")?;
     let state = usize::try_from(state)
         .ok()
         .and_then(|i| JobState::ALL.get(i).copied())
         .unwrap_or(JobState::Ready);
-    let due_ms: i64 = row.try_get(5).map_err(column)?;
+    let due_ms: i64 = column(row, 5, "job store")?;
     let due_at = matches!(state, JobState::Scheduled | JobState::Retrying)
         .then(|| UNIX_EPOCH + Duration::from_millis(u64::try_from(due_ms).unwrap_or(0)));
-    let headers: String = row.try_get(2).map_err(column)?;
+    let headers: String = column(row, 2, "job store")?;
     let job = job(
         topic,
-        row.try_get(0).map_err(column)?,
-        row.try_get(1).map_err(column)?,
+        column(row, 0, "job store")?,
+        column(row, 1, "job store")?,
         &headers,
-        row.try_get(3).map_err(column)?,
+        column(row, 3, "job store")?,
     );
     Ok(JobInfo::new(job, state, due_at))
 }

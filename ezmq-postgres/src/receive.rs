@@ -7,10 +7,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use ezmq_core::spi::{Delivery, Source};
 use ezmq_core::{Headers, Job, JobId, Result, Topic};
-use sqlx::Row;
 use tokio::time::Instant;
 
 use crate::backend::{ms, Inner};
+use crate::error::column;
 use crate::queue;
 use crate::settle::{self, PostgresDelivery};
 
@@ -85,13 +85,13 @@ async fn fetch(
         .await?;
     let mut fetched = Vec::with_capacity(rows.len());
     for row in rows {
-        let seq: i64 = row.try_get(0).map_err(crate::error::statement("fetch"))?;
-        let id: String = row.try_get(1).map_err(crate::error::statement("fetch"))?;
-        let body: Vec<u8> = row.try_get(2).map_err(crate::error::statement("fetch"))?;
-        let headers: String = row.try_get(3).map_err(crate::error::statement("fetch"))?;
-        let attempt: i32 = row.try_get(4).map_err(crate::error::statement("fetch"))?;
-        let deliveries: i32 = row.try_get(5).map_err(crate::error::statement("fetch"))?;
-        let expired: bool = row.try_get(6).map_err(crate::error::statement("fetch"))?;
+        let seq: i64 = column(&row, 0, "fetch")?;
+        let id: String = column(&row, 1, "fetch")?;
+        let body: Vec<u8> = column(&row, 2, "fetch")?;
+        let headers: String = column(&row, 3, "fetch")?;
+        let attempt: i32 = column(&row, 4, "fetch")?;
+        let deliveries: i32 = column(&row, 5, "fetch")?;
+        let expired: bool = column(&row, 6, "fetch")?;
         fetched.push((seq, id, body, headers, attempt, deliveries, expired));
     }
     fetched.sort_unstable_by_key(|f| f.0);

@@ -10,11 +10,11 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{Inbox, ReplyChannel};
 use ezmq_core::Result;
-use sqlx::Row;
 use tokio::time::Instant;
 
 use crate::backend::{ms, Inner, PostgresBackend};
-use crate::error::{self, PostgresBackendError};
+use crate::error::column;
+use crate::error::PostgresBackendError;
 use crate::queue::{self, INBOX_PREFIX};
 
 #[async_trait]
@@ -79,8 +79,8 @@ impl PostgresInbox {
         let mut replies = rows
             .into_iter()
             .map(|row| {
-                let seq: i64 = row.try_get(0).map_err(error::statement("take replies"))?;
-                let body: Vec<u8> = row.try_get(1).map_err(error::statement("take replies"))?;
+                let seq: i64 = column(&row, 0, "take replies")?;
+                let body: Vec<u8> = column(&row, 1, "take replies")?;
                 Ok((seq, Bytes::from(body)))
             })
             .collect::<Result<Vec<_>>>()?;

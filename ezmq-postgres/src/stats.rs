@@ -3,10 +3,9 @@
 use async_trait::async_trait;
 use ezmq_core::spi::{Peek, QueueStats};
 use ezmq_core::{Job, Result, Topic};
-use sqlx::Row;
 
 use crate::backend::PostgresBackend;
-use crate::error;
+use crate::error::column;
 use crate::receive::job;
 
 #[async_trait]
@@ -57,12 +56,10 @@ impl Peek for PostgresBackend {
             .map(|row| {
                 Ok(job(
                     topic,
-                    row.try_get(0).map_err(error::statement("peek"))?,
-                    row.try_get(1).map_err(error::statement("peek"))?,
-                    row.try_get::<String, _>(2)
-                        .map_err(error::statement("peek"))?
-                        .as_str(),
-                    row.try_get(3).map_err(error::statement("peek"))?,
+                    column(&row, 0, "peek")?,
+                    column(&row, 1, "peek")?,
+                    column::<String>(&row, 2, "peek")?.as_str(),
+                    column(&row, 3, "peek")?,
                 ))
             })
             .collect()

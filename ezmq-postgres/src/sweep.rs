@@ -8,7 +8,7 @@ use std::sync::Weak;
 use ezmq_core::Result;
 use tokio_util::sync::CancellationToken;
 
-use crate::backend::{ms, Inner};
+use crate::backend::Inner;
 
 /// The claim a sweep takes for its interval.
 const SWEEP_CLAIM: &str = "__ezmq|sweep";
@@ -34,19 +34,10 @@ pub(crate) async fn run(inner: Weak<Inner>, cancel: CancellationToken) {
 
 async fn sweep(inner: &Inner) -> Result<()> {
     let token = uuid::Uuid::new_v4().simple().to_string();
-    let won = inner
-        .timed(
-            "sweep claim",
-            sqlx::query(&inner.sql.claim)
-                .bind(SWEEP_CLAIM)
-                .bind(&token)
-                .bind(ms(inner.config.sweep_interval))
-                .execute(&inner.pool),
-        )
+    if !inner
+        .take_claim(SWEEP_CLAIM, &token, inner.config.sweep_interval)
         .await?
-        .rows_affected()
-        > 0;
-    if !won {
+    {
         return Ok(());
     }
     let mut deleted = 0;
