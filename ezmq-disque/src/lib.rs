@@ -29,6 +29,7 @@ mod addjob;
 mod backend;
 mod batch;
 mod claim;
+mod claim_set;
 mod commands;
 mod config;
 mod connect_failure;

@@ -16,7 +16,7 @@ use redis::Value;
 use tokio::task::JoinHandle;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use crate::claim::ClaimMembers;
+use crate::claim_set::ClaimMembers;
 use crate::config::DisqueConfig;
 use crate::error::DisqueError;
 use crate::fan_out::FanOutState;
