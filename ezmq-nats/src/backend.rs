@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::NatsConfig;
 use crate::error::{self, NatsBackendError};
 use crate::names::Names;
-use crate::{connect_failure, mover};
+use crate::{connect_failure, mover, streams};
 
 /// The NATS JetStream backend: every topic's jobs in one work-queue
 /// stream (a subject per topic, a durable pull consumer per topic),
@@ -128,7 +128,7 @@ impl NatsBackend {
             .timeout(config.command_timeout)
             .build(client.clone());
         let names = Names::new(&config.prefix);
-        let jobs = ensure_stream(
+        let jobs = streams::ensure(
             &js,
             &addr,
             stream::Config {
@@ -143,7 +143,7 @@ impl NatsBackend {
             },
         )
         .await?;
-        let delayed = ensure_stream(
+        let delayed = streams::ensure(
             &js,
             &addr,
             stream::Config {
@@ -160,7 +160,7 @@ impl NatsBackend {
             },
         )
         .await?;
-        let broadcast = ensure_stream(
+        let broadcast = streams::ensure(
             &js,
             &addr,
             stream::Config {
@@ -177,7 +177,7 @@ impl NatsBackend {
         // The bucket's stream as the client's `create_key_value` makes it
         // (which first asks for account details a 2.9 server answers in a
         // shape this client does not read).
-        ensure_stream(
+        streams::ensure(
             &js,
             &addr,
             stream::Config {
@@ -264,57 +264,6 @@ impl NatsBackend {
     pub fn job_subject(&self, topic: &str) -> String {
         self.inner.names.job_subject(topic)
     }
-}
-
-/// The stream `config` names, created when it is missing; an existing
-/// stream is used as it is (its settings are the operator's).
-async fn ensure_stream(
-    js: &jetstream::Context,
-    addr: &str,
-    config: stream::Config,
-) -> Result<stream::Stream> {
-    use jetstream::context::GetStreamErrorKind;
-    use jetstream::ErrorCode;
-    let err = match js.get_stream(&config.name).await {
-        Ok(stream) => return Ok(stream),
-        Err(err) => err,
-    };
-    match err.kind() {
-        GetStreamErrorKind::JetStream(e) if e.error_code() == ErrorCode::STREAM_NOT_FOUND => js
-            .create_stream(config)
-            .await
-            .map_err(|err| Error::connect(addr, err)),
-        GetStreamErrorKind::JetStream(e)
-            if e.error_code() == ErrorCode::JETSTREAM_NOT_ENABLED
-                || e.error_code() == ErrorCode::JETSTREAM_NOT_ENABLED_FOR_ACCOUNT =>
-        {
-            Err(Error::connect(addr, NatsBackendError::NoJetStream))
-        }
-        GetStreamErrorKind::Request if no_responders(&err) => {
-            Err(Error::connect(addr, NatsBackendError::NoJetStream))
-        }
-        _ => Err(Error::connect(addr, err)),
-    }
-}
-
-/// True when a request in `err`'s chain found no responder (a server
-/// without JetStream does not answer its API subjects).
-fn no_responders(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = Some(err);
-    while let Some(e) = next {
-        if let Some(req) = e.downcast_ref::<jetstream::context::RequestError>() {
-            if req.kind() == jetstream::context::RequestErrorKind::NoResponders {
-                return true;
-            }
-        }
-        if let Some(req) = e.downcast_ref::<async_nats::RequestError>() {
-            if req.kind() == async_nats::RequestErrorKind::NoResponders {
-                return true;
-            }
-        }
-        next = e.source();
-    }
-    false
 }
 
 impl Inner {

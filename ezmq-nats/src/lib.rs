@@ -43,6 +43,7 @@ mod receive;
 mod reply;
 mod settle;
 mod stats;
+mod streams;
 
 pub use backend::NatsBackend;
 pub use config::{NatsConfig, DEFAULT_URL};
