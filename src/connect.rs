@@ -1,5 +1,6 @@
 //! `connect_url`: one entry point, the backend picked by the URL's scheme.
 
+pub(crate) use ezmq_core::spi::url_redaction::redact_password as redact;
 use ezmq_core::{Client, Error, Result};
 
 use crate::config::Config;
@@ -55,11 +56,6 @@ pub async fn connect_url(url: &str) -> Result<Client> {
 /// The error for a URL that cannot be used, its password redacted.
 pub(crate) fn bad_url(url: &str, why: &str) -> Error {
     Error::invalid_option("url", format!("{:?}: {why}", redact(url)))
-}
-
-/// `url` with its password replaced by `***`.
-pub(crate) fn redact(url: &str) -> String {
-    ezmq_core::spi::url_redaction::redact_password(url)
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+use ezmq_core::spi::url_redaction::redact_password as redact;
+
 use crate::error::DisqueError;
 
 /// The port Disque listens on by default.
@@ -355,11 +357,6 @@ fn percent_decode(s: &str, url: &str) -> Result<String, DisqueError> {
         url: redact(url),
         reason: "bad percent-encoding in the password, or not UTF-8 once decoded".into(),
     })
-}
-
-/// The URL with its password replaced, for error messages.
-fn redact(url: &str) -> String {
-    ezmq_core::spi::url_redaction::redact_password(url)
 }
 
 impl FromStr for DisqueConfig {

@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
+pub(crate) use ezmq_core::spi::url_redaction::redact_password as redact;
 use ezmq_core::{Error, Result};
 
 /// The URL used when none is given: a local broker with the default user.
@@ -274,11 +275,6 @@ impl FromStr for RabbitConfig {
         config.validate()?;
         Ok(config)
     }
-}
-
-/// The URL without its password, for logs and errors.
-pub(crate) fn redact(url: &str) -> String {
-    ezmq_core::spi::url_redaction::redact_password(url)
 }
 
 #[cfg(test)]
