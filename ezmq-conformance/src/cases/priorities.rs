@@ -29,6 +29,12 @@ const CONCURRENCY: usize = 4;
 /// listener ahead of it, and one more. FIFO would start the whole backlog
 /// first.
 const MOST_LOW_BEFORE_HIGH: usize = 3 * LISTENERS * CONCURRENCY;
+/// Each Low job of the backlog, before the High one: long enough that the
+/// count above is of fetch batches, not of how many Low jobs the listeners
+/// start in the milliseconds a broker takes to hand the High job over (at
+/// 2 ms a job, 8 slots started a Low job every quarter millisecond, and a
+/// loaded CI run counted 25 on RabbitMQ, none of them during the push).
+const BACKLOG_WORK: Duration = Duration::from_millis(10);
 /// The steady mix: every [`MIX_EVERY`], [`MIX_EACH`] High and as many Low
 /// jobs, [`MIX_ROUNDS`] times (1,250 High jobs a second for 2.5 s, above
 /// what the listeners start at [`MIX_WORK`] a job: High alone keeps them
@@ -75,7 +81,7 @@ pub async fn high_jobs_overtake_a_backlog_without_starving_it(ctx: Ctx) {
     for chunk in 0..BACKLOG / 1000 {
         push_prioritized(a, &name, &format!("low-{chunk}"), 1000, Priority::Low).await;
     }
-    let work = Arc::new(AtomicU64::new(2));
+    let work = Arc::new(AtomicU64::new(duration_ms(BACKLOG_WORK)));
     let (tx, mut rx) = channel::<Start>();
     for client in [a, &b] {
         listen(client, &name, Arc::clone(&work), tx.clone()).await;
@@ -86,10 +92,9 @@ pub async fn high_jobs_overtake_a_backlog_without_starving_it(ctx: Ctx) {
     let pushed_at = starts.len();
     push_prioritized(a, &name, "high-first", 1, Priority::High).await;
     // Counted from the push's return: the starts during its round trip
-    // (a confirmed publish takes milliseconds on a loaded machine, while
-    // the listeners start a Low job every quarter millisecond) were under
-    // way before the High job was stored. It may even start before the
-    // push returns.
+    // (a confirmed publish takes milliseconds on a loaded machine) were
+    // under way before the High job was stored. It may even start before
+    // the push returns.
     starts.extend(drain(&mut rx));
     let returned_at = starts.len();
     let is_high = |start: &Start| start.1 == Priority::High;
