@@ -3,10 +3,8 @@
 //! listener that go on while one node is killed and started again, losing
 //! no acknowledged job.
 //!
-//! The shared behaviour suite on such a cluster passes 31 of its 33
-//! cases, run by hand; the two that do not (a rate limit overshooting in
-//! one second, a priority backlog draining slowly) are written down in
-//! the crate README and on issue 32, and are not run here.
+//! The shared behaviour suite runs on such a cluster too
+//! (`behaviour_cluster.rs`).
 
 mod support;
 

@@ -8,7 +8,9 @@
 //! [`RateLimiter`](crate::spi::RateLimiter), or else from core's, kept in
 //! claims ([`claim_rate`](crate::flow::claim_rate)). Tokens are good for
 //! a while only ([`Grant::usable_for`]); a fetch waits no longer than its
-//! tokens last, so no job starts on a token past its time. Tokens a fetch
+//! tokens last, and jobs a fetch brings after that (a broker slow to
+//! answer) wait for fresh tokens, so no job starts on a token past its
+//! time. Tokens a fetch
 //! did not use (it returned fewer jobs) stay for the next one, and the
 //! next take then asks for one token only: an idle listener does not sit
 //! on the tokens busy listeners of other processes could use.
@@ -37,6 +39,8 @@ pub(super) struct RateGate {
     claims: ClaimRateLimiter,
     tokens: u32,
     usable_until: Instant,
+    /// Until when the tokens of the last fetch's admission were good.
+    admitted_until: Instant,
     /// The last fetch returned fewer jobs than it had tokens for.
     probing: bool,
     errors: FetchBackoff,
@@ -50,6 +54,7 @@ impl RateGate {
             claims: ClaimRateLimiter::new(),
             tokens: 0,
             usable_until: Instant::now(),
+            admitted_until: Instant::now(),
             probing: false,
             errors: FetchBackoff::new(&ctx.options.fetch_error_backoff),
         })
@@ -64,21 +69,54 @@ impl RateGate {
         ctx: &Ctx,
         permits: &mut Vec<OwnedSemaphorePermit>,
     ) -> Option<Duration> {
+        let want = if self.probing {
+            1
+        } else {
+            u32::try_from(permits.len()).unwrap_or(u32::MAX)
+        };
+        self.refill(ctx, want).await?;
+        permits.truncate(self.tokens as usize);
+        self.tokens -= u32::try_from(permits.len()).unwrap_or(self.tokens);
+        self.admitted_until = self.usable_until;
+        let left = self.usable_until.saturating_duration_since(Instant::now());
+        Some(ctx.options.fetch_wait.min(left).max(MIN_FETCH_WAIT))
+    }
+
+    /// After a fetch: when its `jobs` arrived after the tokens they were
+    /// fetched on ran out (a fetch answered late, a slow broker), they
+    /// wait for tokens of their own before they start, so the limit holds
+    /// at the handlers, not only at the fetch. Returns at once otherwise.
+    /// `None` once the listener is stopping.
+    pub(super) async fn cover_late(&mut self, ctx: &Ctx, jobs: usize) -> Option<()> {
+        if jobs == 0 || Instant::now() < self.admitted_until {
+            return Some(());
+        }
+        tracing::trace!(
+            topic = %ctx.source.topic(),
+            jobs,
+            "fetched jobs arrived after their tokens ran out; taking fresh ones"
+        );
+        let mut need = u32::try_from(jobs).unwrap_or(u32::MAX);
+        while need > 0 {
+            self.refill(ctx, need).await?;
+            let used = self.tokens.min(need);
+            self.tokens -= used;
+            need -= used;
+        }
+        Some(())
+    }
+
+    /// Returns once the listener holds tokens it may still use, taking up
+    /// to `want` more when it holds none (waiting while the bucket is
+    /// empty). `None` once the listener is stopping.
+    async fn refill(&mut self, ctx: &Ctx, want: u32) -> Option<()> {
         loop {
             let now = Instant::now();
             if self.tokens > 0 && now < self.usable_until {
-                permits.truncate(self.tokens as usize);
-                self.tokens -= u32::try_from(permits.len()).unwrap_or(self.tokens);
-                let left = self.usable_until - now;
-                return Some(ctx.options.fetch_wait.min(left).max(MIN_FETCH_WAIT));
+                return Some(());
             }
             self.tokens = 0;
-            let want = if self.probing {
-                1
-            } else {
-                u32::try_from(permits.len()).unwrap_or(u32::MAX)
-            };
-            let wait = match self.take(ctx, want).await {
+            let wait = match self.take(ctx, want.max(1)).await {
                 Ok(grant) => {
                     self.errors.reset();
                     if grant.tokens > 0 {

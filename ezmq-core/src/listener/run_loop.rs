@@ -140,6 +140,10 @@ async fn fetch_until_stopped(ctx: &Arc<Ctx>, pool: Option<&Arc<SlotPool>>) {
                 };
                 if let Some(gate) = rate.as_mut() {
                     gate.fetched(permits.len(), sorted.start.len());
+                    if gate.cover_late(ctx, sorted.start.len()).await.is_none() {
+                        give_back(sorted.start, "listener stopping").await;
+                        return;
+                    }
                 }
                 dispatch(ctx, sorted, permits, global).await;
             }

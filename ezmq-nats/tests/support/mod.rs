@@ -3,8 +3,8 @@
 //! free loopback ports with a store directory of its own.
 //!
 //! Each `nats-server` runs under a small shell watcher that kills it when
-//! the test process is gone, so a server shared by a test binary's tests
-//! (a `static`) never outlives it.
+//! the test process is gone, and then deletes its store, so a server
+//! shared by a test binary's tests (a `static`) never outlives it.
 
 #![allow(dead_code)]
 
@@ -86,7 +86,9 @@ impl NatsNode {
         let script = format!(
             "nats-server \"$@\" >{log} 2>&1 & s=$!; \
              while kill -0 {parent} 2>/dev/null && kill -0 $s 2>/dev/null; do sleep 0.2; done; \
-             kill -9 $s 2>/dev/null",
+             kill -9 $s 2>/dev/null; \
+             if ! kill -0 {parent} 2>/dev/null; then rm -rf {store} {log}; fi",
+            store = self.store.display(),
             log = self.store.with_extension("log").display(),
             parent = std::process::id(),
         );
