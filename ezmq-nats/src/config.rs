@@ -260,16 +260,11 @@ impl NatsConfig {
         if !(1..=5).contains(&self.replicas) {
             return Err(Error::invalid_option("replicas", "must be 1 to 5"));
         }
-        for (name, value) in [
+        value::at_least_a_millisecond(&[
             ("timeout", self.command_timeout),
             ("connect_timeout", self.connect_timeout),
             ("message_id_window", self.message_id_window),
-        ] {
-            if value < Duration::from_millis(1) {
-                return Err(Error::invalid_option(name, "must be at least 1 ms"));
-            }
-        }
-        Ok(())
+        ])
     }
 }
 
@@ -280,11 +275,7 @@ impl FromStr for NatsConfig {
     /// settings in the query string (`?prefix=app&lease=30s`, the names of
     /// [`NatsConfig::OPTIONS`]).
     fn from_str(url: &str) -> Result<Self> {
-        let (base, pairs) = value::split_query(url)?;
-        let mut config = NatsConfig::new(base);
-        for (name, text) in pairs {
-            config = config.with_option(&name, &text)?;
-        }
+        let config = value::from_url(url, |base| NatsConfig::new(base), NatsConfig::with_option)?;
         config.validate()?;
         Ok(config)
     }

@@ -263,18 +263,13 @@ impl PostgresConfig {
                 "must be at least 2 (a waiting listener holds one only while it fetches)",
             ));
         }
-        for (name, value) in [
+        value::at_least_a_millisecond(&[
             ("poll_interval", self.poll_interval),
             ("timeout", self.command_timeout),
             ("connect_timeout", self.connect_timeout),
             ("message_id_window", self.message_id_window),
             ("sweep_interval", self.sweep_interval),
-        ] {
-            if value < Duration::from_millis(1) {
-                return Err(Error::invalid_option(name, "must be at least 1 ms"));
-            }
-        }
-        Ok(())
+        ])
     }
 }
 
@@ -285,11 +280,11 @@ impl FromStr for PostgresConfig {
     /// `postgresql://`) with settings in the query string
     /// (`?prefix=app&lease=30s`, the names of [`PostgresConfig::OPTIONS`]).
     fn from_str(url: &str) -> Result<Self> {
-        let (base, pairs) = value::split_query(url)?;
-        let mut config = PostgresConfig::new(base);
-        for (name, text) in pairs {
-            config = config.with_option(&name, &text)?;
-        }
+        let config = value::from_url(
+            url,
+            |base| PostgresConfig::new(base),
+            PostgresConfig::with_option,
+        )?;
         config.validate()?;
         Ok(config)
     }

@@ -34,6 +34,12 @@ pub fn nats_url() -> String {
     std::env::var("EZMQ_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned())
 }
 
+/// The Kafka test broker's URL: `EZMQ_TEST_KAFKA_URL`, default
+/// `kafka://127.0.0.1:9092` (where `.ci/run` starts nisshi).
+pub fn kafka_url() -> String {
+    std::env::var("EZMQ_TEST_KAFKA_URL").unwrap_or_else(|_| "kafka://127.0.0.1:9092".to_owned())
+}
+
 /// True when [`REQUIRE_ENV`] names `backend` (case-insensitive) or `all`.
 pub fn broker_required(backend: &str) -> bool {
     std::env::var(REQUIRE_ENV).is_ok_and(|v| {

@@ -165,6 +165,32 @@ pub fn unknown(backend: &str, name: &str, known: &[&str]) -> Error {
     )
 }
 
+/// Fails with [`Error::InvalidOption`] naming the first of `durations`
+/// shorter than 1 ms: what a timeout or an interval cannot be.
+pub fn at_least_a_millisecond(durations: &[(&'static str, Duration)]) -> Result<()> {
+    match durations
+        .iter()
+        .find(|(_, value)| *value < Duration::from_millis(1))
+    {
+        Some((name, _)) => Err(Error::invalid_option(name, "must be at least 1 ms")),
+        None => Ok(()),
+    }
+}
+
+/// A backend's configuration from its URL: `new` of the URL before `?`,
+/// then each `name=value` of the query string through `set` (the
+/// backend's `with_option`), in order. The caller validates the result.
+pub fn from_url<C>(
+    url: &str,
+    new: impl FnOnce(&str) -> C,
+    set: impl Fn(C, &str, &str) -> Result<C>,
+) -> Result<C> {
+    let (base, pairs) = split_query(url)?;
+    pairs
+        .iter()
+        .try_fold(new(base), |config, (name, text)| set(config, name, text))
+}
+
 /// The environment variable that carries the setting `name`:
 /// `EZMQ_` and the name in upper case (`max_payload` → `EZMQ_MAX_PAYLOAD`).
 pub fn env_var(name: &str) -> String {
@@ -174,6 +200,25 @@ pub fn env_var(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_configuration_is_built_from_its_url_in_query_order() {
+        let set = |mut seen: Vec<String>, name: &str, text: &str| {
+            if name == "bad" {
+                return Err(Error::invalid_option("bad", "no"));
+            }
+            seen.push(format!("{name}={text}"));
+            Ok(seen)
+        };
+        let built = from_url("x://h?a=1&b=2%2F", |base| vec![base.to_owned()], set).unwrap();
+        assert_eq!(built, ["x://h", "a=1", "b=2/"]);
+        assert!(from_url("x://h?a=1&bad=2", |_| Vec::new(), set).is_err());
+        assert!(at_least_a_millisecond(&[("a", Duration::from_millis(1))]).is_ok());
+        match at_least_a_millisecond(&[("a", Duration::from_secs(1)), ("b", Duration::ZERO)]) {
+            Err(Error::InvalidOption { option, .. }) => assert_eq!(option, "b"),
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn queries_split_and_decode() {
