@@ -1,7 +1,8 @@
 //! Observability on every backend: a consumer's `process` span joins the
 //! producer's trace through the message headers, settle events are
 //! recorded in it, and each metric moves (one push → sent +1, one retry →
-//! retried +1, one dead letter → dead-lettered +1, ...).
+//! retried +1, one dead letter → dead-lettered +1, ...). Cron, request-
+//! reply and broadcast spans: `observability_cron_request.rs`.
 //!
 //! Each test runs on a current-thread runtime with a thread-local tracing
 //! subscriber and metrics recorder, so tests in this binary do not see
@@ -13,139 +14,16 @@ use ezmq::prelude::*;
 use ezmq::telemetry::names;
 use ezmq::{ConsumeOptions, Job, Permanent};
 use ezmq_disque_server::{EmbeddedDisque, ServerConfig};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::DebugValue;
 use metrics_util::MetricKind;
-use opentelemetry::trace::{SpanKind, TracerProvider as _};
-use opentelemetry::Value;
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+use opentelemetry::trace::SpanKind;
+use opentelemetry_sdk::trace::SpanData;
 use tokio::sync::mpsc;
-use tracing_subscriber::layer::SubscriberExt;
 
+mod observe;
 mod support;
+use observe::*;
 use support::connect;
-
-const BOUND: Duration = Duration::from_secs(20);
-
-fn unique(prefix: &str) -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::time::{SystemTime, UNIX_EPOCH};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    format!("obs-{prefix}-{nanos:x}-{:x}-{n}", std::process::id())
-}
-
-async fn recv<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
-    tokio::time::timeout(BOUND, rx.recv())
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-        .unwrap_or_else(|| panic!("channel closed waiting for {what}"))
-}
-
-/// Everything the test observes, installed on this thread only.
-struct Observed {
-    exporter: InMemorySpanExporter,
-    provider: SdkTracerProvider,
-    snapshotter: Snapshotter,
-}
-
-impl Observed {
-    fn spans(&self) -> Vec<SpanData> {
-        self.exporter.get_finished_spans().expect("finished spans")
-    }
-
-    /// The metrics recorded so far (a snapshot drains the recorder: take
-    /// one, at the end).
-    fn metrics(&self) -> Metrics {
-        Metrics(self.snapshotter.snapshot().into_vec())
-    }
-}
-
-type Entry = (
-    metrics_util::CompositeKey,
-    Option<metrics::Unit>,
-    Option<metrics::SharedString>,
-    DebugValue,
-);
-
-/// One snapshot of the metrics.
-struct Metrics(Vec<Entry>);
-
-impl Metrics {
-    /// The value of metric `name` whose labels include `labels` (and no
-    /// `error.type` unless `labels` names one).
-    fn metric(&self, kind: MetricKind, name: &str, labels: &[(&str, &str)]) -> Option<&DebugValue> {
-        self.0
-            .iter()
-            .find(|(key, _, _, _)| {
-                key.kind() == kind
-                    && key.key().name() == name
-                    && labels
-                        .iter()
-                        .all(|(k, v)| key.key().labels().any(|l| l.key() == *k && l.value() == *v))
-                    && (labels.iter().any(|(k, _)| *k == names::ERROR_TYPE)
-                        || !key.key().labels().any(|l| l.key() == names::ERROR_TYPE))
-            })
-            .map(|(_, _, _, value)| value)
-    }
-
-    fn counter(&self, name: &str, labels: &[(&str, &str)]) -> u64 {
-        match self.metric(MetricKind::Counter, name, labels) {
-            Some(DebugValue::Counter(n)) => *n,
-            None => 0,
-            other => panic!("{name}: not a counter: {other:?}"),
-        }
-    }
-
-    fn histogram_len(&self, name: &str, labels: &[(&str, &str)]) -> usize {
-        match self.metric(MetricKind::Histogram, name, labels) {
-            Some(DebugValue::Histogram(values)) => values.len(),
-            None => 0,
-            other => panic!("{name}: not a histogram: {other:?}"),
-        }
-    }
-}
-
-fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key.as_str() == key)
-        .map(|kv| &kv.value)
-}
-
-fn attr_str(span: &SpanData, key: &str) -> String {
-    attr(span, key)
-        .map(|v| v.as_str().into_owned())
-        .unwrap_or_default()
-}
-
-/// Installs, on this thread, an OpenTelemetry layer exporting to memory
-/// and a debugging metrics recorder. Keep the guards alive.
-fn observe() -> (
-    Observed,
-    tracing::subscriber::DefaultGuard,
-    &'static DebuggingRecorder,
-) {
-    let exporter = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(exporter.clone())
-        .build();
-    let subscriber = tracing_subscriber::registry()
-        .with(tracing_subscriber::filter::LevelFilter::DEBUG)
-        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("observability-test")));
-    let guard = tracing::subscriber::set_default(subscriber);
-    // Leaked: the local-recorder guard borrows it for the whole test.
-    let recorder: &'static DebuggingRecorder = Box::leak(Box::new(DebuggingRecorder::new()));
-    let observed = Observed {
-        exporter,
-        provider,
-        snapshotter: recorder.snapshotter(),
-    };
-    (observed, guard, recorder)
-}
 
 /// Push, consume, retry and dead letter against `url`.
 async fn check(url: &str, backend: &str) {
@@ -364,10 +242,6 @@ async fn check(url: &str, backend: &str) {
     assert_eq!(observed.counter(names::SENT_MESSAGES, &dead_labels), 2);
 }
 
-fn span_names(spans: &[SpanData]) -> Vec<String> {
-    spans.iter().map(|s| s.name.to_string()).collect()
-}
-
 #[tokio::test(flavor = "current_thread")]
 async fn disque_embedded_traces_and_metrics() {
     let server = EmbeddedDisque::start(ServerConfig::default().with_port(0))
@@ -386,149 +260,6 @@ async fn redis_traces_and_metrics() {
 #[tokio::test(flavor = "current_thread")]
 async fn rabbitmq_traces_and_metrics() {
     check(&amqp_url(), "rabbitmq").await;
-}
-
-/// A cron tick, a request-reply call and a broadcast against `url`.
-async fn check_cron_and_request(url: &str, backend: &str) {
-    let (observed, _tracing, recorder) = observe();
-    let _metrics = metrics::set_default_local_recorder(recorder);
-    let Some(client) = connect(url, backend).await else {
-        return;
-    };
-    let cron = unique("tick");
-    let (tick_tx, mut ticks) = mpsc::unbounded_channel::<()>();
-    client
-        .add_crontab(&cron, "* * * * * *", move |_tick| {
-            let tick_tx = tick_tx.clone();
-            async move {
-                let _ = tick_tx.send(());
-                Ok::<(), std::io::Error>(())
-            }
-        })
-        .await
-        .expect("crontab");
-    let topic = unique("price");
-    client
-        .add_reply_listener(&topic, |request: ezmq::request_reply::Request| async move {
-            Ok::<_, std::io::Error>(request.body().clone())
-        })
-        .await
-        .expect("reply listener");
-    let reply = client
-        .request(&topic, "42".into(), Duration::from_secs(10))
-        .await
-        .expect("reply");
-    assert_eq!(&reply.body()[..], b"42");
-
-    // A broadcast: the group's consumer joins the producer's trace.
-    let prices = unique("prices");
-    let (bc_tx, mut broadcasts) = mpsc::unbounded_channel::<()>();
-    client
-        .add_broadcast_consume_listener(&prices, "search", move |_job: Job| {
-            let bc_tx = bc_tx.clone();
-            async move {
-                let _ = bc_tx.send(());
-                Ok::<(), std::io::Error>(())
-            }
-        })
-        .await
-        .expect("broadcast listener");
-    let announce = tracing::info_span!("reprice");
-    {
-        use tracing::Instrument;
-        client
-            .push_broadcast(&prices, "A1".into())
-            .instrument(announce.clone())
-            .await
-            .expect("broadcast");
-    }
-    drop(announce);
-    recv(&mut broadcasts, "the broadcast").await;
-    recv(&mut ticks, "a cron tick").await;
-    client
-        .shutdown(Duration::from_secs(5))
-        .await
-        .expect("shutdown");
-
-    let spans = observed.spans();
-    let _ = observed.provider.shutdown();
-    let one = |name: String| -> &SpanData {
-        spans
-            .iter()
-            .find(|s| s.name == name)
-            .unwrap_or_else(|| panic!("no span {name}: {:#?}", span_names(&spans)))
-    };
-    let request = one(format!("request {topic}"));
-    assert_eq!(request.span_kind, SpanKind::Client);
-    let send = one(format!("send {topic}"));
-    let process = one(format!("process {topic}"));
-    assert_eq!(send.parent_span_id, request.span_context.span_id());
-    assert_eq!(process.parent_span_id, send.span_context.span_id());
-    assert_eq!(
-        process.span_context.trace_id(),
-        request.span_context.trace_id()
-    );
-    let announce = one("reprice".to_owned());
-    let broadcast_send = one(format!("send {prices}"));
-    assert_eq!(broadcast_send.span_kind, SpanKind::Producer);
-    assert_eq!(
-        broadcast_send.span_context.trace_id(),
-        announce.span_context.trace_id(),
-        "the broadcast's send span is in the application's trace"
-    );
-    let broadcast_process = spans
-        .iter()
-        .find(|s| s.name.starts_with("process ") && s.name.contains(prices.as_str()))
-        .unwrap_or_else(|| panic!("no process span for {prices}: {:#?}", span_names(&spans)));
-    assert_eq!(
-        broadcast_process.parent_span_id,
-        broadcast_send.span_context.span_id(),
-        "the broadcast's consumer is a child of the producer's send span"
-    );
-    let tick = one(format!("cron {cron}"));
-    assert_eq!(attr_str(tick, names::SYSTEM), backend);
-
-    let metrics = observed.metrics();
-    let topic_labels = [
-        (names::SYSTEM, backend),
-        (names::DESTINATION, topic.as_str()),
-    ];
-    assert_eq!(
-        metrics.histogram_len(names::REQUEST_DURATION, &topic_labels),
-        1
-    );
-    let run = [
-        (names::CRON_NAME, cron.as_str()),
-        (names::CRON_OUTCOME, "run"),
-    ];
-    assert!(metrics.counter(names::CRON_TICKS, &run) >= 1, "a tick ran");
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn disque_embedded_cron_and_request_spans() {
-    let server = EmbeddedDisque::start(ServerConfig::default().with_port(0))
-        .await
-        .expect("embedded server");
-    check_cron_and_request(&format!("disque://{}", server.addr()), "disque").await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn redis_cron_and_request_spans() {
-    check_cron_and_request(&redis_url(), "redis").await;
-}
-
-#[tokio::test(flavor = "current_thread")]
-async fn rabbitmq_cron_and_request_spans() {
-    check_cron_and_request(&amqp_url(), "rabbitmq").await;
-}
-
-fn redis_url() -> String {
-    std::env::var("EZMQ_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-}
-
-fn amqp_url() -> String {
-    std::env::var("EZMQ_TEST_AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
 /// A batch counts every job it stored: one sent message and one send
