@@ -89,6 +89,7 @@ fn no_responders(err: &(dyn std::error::Error + 'static)) -> bool {
 mod tests {
     use super::*;
     use ezmq_test_support::{nats_url, skip_or_require};
+    use futures::FutureExt;
 
     /// A stream another client created between this one's lookup and its
     /// create (with other settings, so the server refuses the create
@@ -109,24 +110,35 @@ mod tests {
             description: Some(description.to_owned()),
             ..Default::default()
         };
-        js.create_stream(config("the first client's"))
-            .await
-            .expect("the first create");
-        let used = create(&js, &url, config("this client's"))
-            .await
-            .expect("the stream made meanwhile");
-        assert_eq!(
-            used.cached_info().config.description.as_deref(),
-            Some("the first client's")
-        );
-        let other = stream::Config {
-            name: format!("{name}_other"),
-            ..config("overlapping")
+        // The streams are deleted whatever the checks find (the second
+        // exists only if the server wrongly made it), then their failure,
+        // if any, goes on.
+        let checks = async {
+            js.create_stream(config("the first client's"))
+                .await
+                .expect("the first create");
+            let used = create(&js, &url, config("this client's"))
+                .await
+                .expect("the stream made meanwhile");
+            assert_eq!(
+                used.cached_info().config.description.as_deref(),
+                Some("the first client's")
+            );
+            let other = stream::Config {
+                name: format!("{name}_other"),
+                ..config("overlapping")
+            };
+            let err = create(&js, &url, other)
+                .await
+                .expect_err("subjects held by another stream");
+            assert!(err.to_string().contains("overlap"), "{err}");
         };
-        let err = create(&js, &url, other)
-            .await
-            .expect_err("subjects held by another stream");
-        assert!(err.to_string().contains("overlap"), "{err}");
-        js.delete_stream(&name).await.expect("cleanup");
+        let outcome = std::panic::AssertUnwindSafe(checks).catch_unwind().await;
+        for made in [name.clone(), format!("{name}_other")] {
+            let _ = js.delete_stream(made).await;
+        }
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
     }
 }
