@@ -252,9 +252,7 @@ async fn disque_embedded_traces_and_metrics() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn redis_traces_and_metrics() {
-    let url =
-        std::env::var("EZMQ_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    check(&url, "redis").await;
+    check(&redis_url(), "redis").await;
 }
 
 #[tokio::test(flavor = "current_thread")]

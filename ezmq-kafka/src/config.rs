@@ -174,20 +174,7 @@ impl KafkaConfig {
     /// The `host:port` of every broker in the URL (port 9092 when none
     /// is given).
     pub fn brokers(&self) -> Vec<String> {
-        let rest = self.url.strip_prefix("kafka://").unwrap_or(&self.url);
-        let hosts = rest.rfind('@').map_or(rest, |at| &rest[at + 1..]);
-        hosts
-            .split(',')
-            .map(|h| h.trim().trim_end_matches('/'))
-            .filter(|h| !h.is_empty())
-            .map(|h| {
-                if h.contains(':') {
-                    h.to_owned()
-                } else {
-                    format!("{h}:9092")
-                }
-            })
-            .collect()
+        value::hosts(&self.url, "kafka://", 9092)
     }
 
     /// Checks the values that cannot work.

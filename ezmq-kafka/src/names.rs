@@ -76,11 +76,8 @@ pub(crate) fn name(prefix: &str, kind: &str, parts: &[&str]) -> String {
 /// (`__ezmq|lane|orders|high` → `<prefix>.x.lane.orders.high`).
 pub(crate) fn queue(prefix: &str, topic: &Topic) -> String {
     if topic.is_internal() {
-        let mut parts = topic.as_str().split(INTERNAL_SEPARATOR).skip(1);
-        let kind = parts.next().unwrap_or_default();
-        let mut all = vec![kind];
-        all.extend(parts);
-        return name(prefix, "x", &all);
+        let parts: Vec<&str> = topic.as_str().split(INTERNAL_SEPARATOR).skip(1).collect();
+        return name(prefix, "x", &parts);
     }
     name(prefix, "q", &[topic.as_str()])
 }

@@ -7,14 +7,8 @@ use std::time::Duration;
 
 use ezmq_core::{ConnectFailure, Error, Topic};
 use ezmq_kafka::{KafkaCluster, KafkaConfig};
+use ezmq_test_support::free_port;
 use rdkafka::admin::{AdminOptions, ResourceSpecifier};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
 
 #[tokio::test]
 async fn nothing_at_the_address_is_a_refused_connection() {

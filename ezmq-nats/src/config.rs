@@ -198,20 +198,7 @@ impl NatsConfig {
 
     /// The `host:port` of every server in the URL.
     pub fn servers(&self) -> Vec<String> {
-        let rest = self.url.strip_prefix("nats://").unwrap_or(&self.url);
-        let hosts = rest.rfind('@').map_or(rest, |at| &rest[at + 1..]);
-        hosts
-            .split(',')
-            .map(|h| h.trim().trim_end_matches('/'))
-            .filter(|h| !h.is_empty())
-            .map(|h| {
-                if h.contains(':') {
-                    h.to_owned()
-                } else {
-                    format!("{h}:4222")
-                }
-            })
-            .collect()
+        value::hosts(&self.url, "nats://", 4222)
     }
 
     /// The user and password in the URL, when it has them.

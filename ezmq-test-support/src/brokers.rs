@@ -40,6 +40,15 @@ pub fn kafka_url() -> String {
     std::env::var("EZMQ_TEST_KAFKA_URL").unwrap_or_else(|_| "kafka://127.0.0.1:9092".to_owned())
 }
 
+/// A loopback port nothing listens on now (for a private server, or an
+/// address that refuses connections).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
 /// True when [`REQUIRE_ENV`] names `backend` (case-insensitive) or `all`.
 pub fn broker_required(backend: &str) -> bool {
     std::env::var(REQUIRE_ENV).is_ok_and(|v| {

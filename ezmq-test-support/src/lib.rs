@@ -29,8 +29,8 @@ pub mod memory;
 mod proxy;
 pub use bare::{assert_unsupported, BareBackend};
 pub use brokers::{
-    amqp_url, broker_required, kafka_url, nats_url, postgres_url, redis_url, skip_or_require,
-    REQUIRE_ENV,
+    amqp_url, broker_required, free_port, kafka_url, nats_url, postgres_url, redis_url,
+    skip_or_require, REQUIRE_ENV,
 };
 pub use capture::{assert_hidden, LogCapture};
 pub use memory::{MemoryBackend, MemoryBroker, MemoryConfig, MemoryError, MEMORY_BACKEND_NAME};

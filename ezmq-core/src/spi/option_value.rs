@@ -165,6 +165,33 @@ pub fn unknown(backend: &str, name: &str, known: &[&str]) -> Error {
     )
 }
 
+/// The `host:port` of every host in a `scheme://[userinfo@]host[:port][,host[:port]…]`
+/// URL (`default_port` where one has none), in order; the scheme is
+/// optional, and a query string must be split off first
+/// ([`split_query`]).
+///
+/// ```
+/// use ezmq_core::spi::option_value::hosts;
+///
+/// assert_eq!(hosts("nats://u:p@a:1,b", "nats://", 4222), ["a:1", "b:4222"]);
+/// ```
+pub fn hosts(url: &str, scheme: &str, default_port: u16) -> Vec<String> {
+    let rest = url.strip_prefix(scheme).unwrap_or(url);
+    let hosts = rest.rfind('@').map_or(rest, |at| &rest[at + 1..]);
+    hosts
+        .split(',')
+        .map(|h| h.trim().trim_end_matches('/'))
+        .filter(|h| !h.is_empty())
+        .map(|h| {
+            if h.contains(':') {
+                h.to_owned()
+            } else {
+                format!("{h}:{default_port}")
+            }
+        })
+        .collect()
+}
+
 /// Fails with [`Error::InvalidOption`] naming the first of `durations`
 /// shorter than 1 ms: what a timeout or an interval cannot be.
 pub fn at_least_a_millisecond(durations: &[(&'static str, Duration)]) -> Result<()> {

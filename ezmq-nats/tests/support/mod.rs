@@ -8,7 +8,6 @@
 
 #![allow(dead_code)]
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -43,13 +42,7 @@ fn server_bin() -> Option<&'static str> {
     }
 }
 
-/// A free loopback port.
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+pub(crate) use ezmq_test_support::free_port;
 
 impl NatsNode {
     fn new(name: &str, port: u16, extra: Vec<String>) -> Self {

@@ -1,7 +1,6 @@
 //! Shared helpers of the Redis integration tests.
 #![allow(dead_code, unreachable_pub)]
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Once;
@@ -70,13 +69,7 @@ pub fn topic(name: &str) -> String {
     format!("test.{name}.{}", uuid::Uuid::new_v4().simple())
 }
 
-/// A free loopback port.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+pub use ezmq_test_support::free_port;
 
 /// True when `redis-server` can be started.
 pub fn have_redis_server() -> bool {
