@@ -81,7 +81,7 @@ pub(crate) type Section<C> = Arc<dyn Fn(C) -> C + Send + Sync>;
 #[non_exhaustive]
 pub struct Config {
     /// The broker URL (`disque://`, `redis://`, `redis+cluster://`,
-    /// `amqp://`, `postgres://`, `nats://`), optionally with settings in its query
+    /// `amqp://`, `postgres://`, `nats://`, `kafka://`), optionally with settings in its query
     /// string.
     pub url: String,
     /// Keep retrying a connection that fails with a retryable error
@@ -115,6 +115,8 @@ pub struct Config {
     pub(crate) postgres: Option<Section<ezmq_postgres::PostgresConfig>>,
     #[cfg(feature = "nats")]
     pub(crate) nats: Option<Section<ezmq_nats::NatsConfig>>,
+    #[cfg(feature = "kafka")]
+    pub(crate) kafka: Option<Section<ezmq_kafka::KafkaConfig>>,
 }
 
 impl fmt::Debug for Config {
@@ -152,6 +154,8 @@ impl Config {
             postgres: None,
             #[cfg(feature = "nats")]
             nats: None,
+            #[cfg(feature = "kafka")]
+            kafka: None,
         }
     }
 
@@ -245,6 +249,19 @@ impl Config {
         section: impl Fn(ezmq_nats::NatsConfig) -> ezmq_nats::NatsConfig + Send + Sync + 'static,
     ) -> Self {
         self.nats = Some(Arc::new(section));
+        self
+    }
+
+    /// The Kafka backend's own settings, applied after the URL's:
+    /// `.with_kafka(|kafka| kafka.with_partitions(12))`. Ignored for
+    /// another backend's URL.
+    #[cfg(feature = "kafka")]
+    #[must_use]
+    pub fn with_kafka(
+        mut self,
+        section: impl Fn(ezmq_kafka::KafkaConfig) -> ezmq_kafka::KafkaConfig + Send + Sync + 'static,
+    ) -> Self {
+        self.kafka = Some(Arc::new(section));
         self
     }
 

@@ -17,6 +17,7 @@ pub const SCHEMES: &[(&str, &str, &str)] = &[
     ("postgres", "PostgreSQL", "postgres"),
     ("postgresql", "PostgreSQL", "postgres"),
     ("nats", "NATS JetStream", "nats"),
+    ("kafka", "Kafka", "kafka"),
 ];
 
 /// Connects to the broker a URL names and returns a [`Client`]; the same
@@ -30,6 +31,7 @@ pub const SCHEMES: &[(&str, &str, &str)] = &[
 /// | `amqp://user:pass@host:5672/vhost`, `amqps://...` | RabbitMQ |
 /// | `postgres://user:pass@host:5432/database`, `postgresql://...` | PostgreSQL |
 /// | `nats://[user:pass@]host:4222[,host:port...]` | NATS JetStream |
+/// | `kafka://host:9092[,host:port...]` | Kafka (feature `kafka`, off by default) |
 ///
 /// Settings go in the query string, the same names as
 /// [`Config`]'s: `redis://127.0.0.1:6379?prefix=app&max_payload=16MiB`.
@@ -64,9 +66,9 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_schemes_are_named() {
-        let err = connect_url("kafka://broker:9092").await.unwrap_err();
+        let err = connect_url("mqtt://broker:1883").await.unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("unknown scheme `kafka`"), "{text}");
+        assert!(text.contains("unknown scheme `mqtt`"), "{text}");
         assert!(text.contains("redis://"), "{text}");
         let err = connect_url("localhost:7711").await.unwrap_err();
         assert!(err.to_string().contains("no scheme"), "{err}");

@@ -66,10 +66,13 @@
 //! - [`postgres`]: `postgres://`, `postgresql://` — PostgreSQL, jobs in a
 //!   table of ezmq's own schema (`ezmq-postgres/README.md`);
 //! - [`nats`]: `nats://` — NATS JetStream, a work-queue stream with a
-//!   durable pull consumer per topic (`ezmq-nats/README.md`).
+//!   durable pull consumer per topic (`ezmq-nats/README.md`);
+//! - `kafka`: `kafka://` — Kafka, a topic and a consumer group per ezmq
+//!   topic; being built (`ezmq-kafka/README.md` says what works today).
 //!
 //! Cargo features: `disque`, `redis`, `rabbitmq`, `postgres`, `nats` (the backends, on by
-//! default: turn off the ones a service does not use), `embedded` (the
+//! default: turn off the ones a service does not use), `kafka` (off by
+//! default: it compiles librdkafka), `embedded` (the
 //! server, off by default) and `opentelemetry` (W3C trace context in
 //! message headers, so consumer spans join the producer's trace; off by
 //! default).
@@ -109,6 +112,11 @@ pub use ezmq_rabbitmq as rabbitmq;
 #[cfg(feature = "nats")]
 #[doc(inline)]
 pub use ezmq_nats as nats;
+
+/// The Kafka backend: configuration and connection.
+#[cfg(feature = "kafka")]
+#[doc(inline)]
+pub use ezmq_kafka as kafka;
 
 /// The PostgreSQL backend: configuration and connection.
 #[cfg(feature = "postgres")]

@@ -23,6 +23,8 @@ pub(crate) fn every_option_name() -> Vec<&'static str> {
     names.extend_from_slice(ezmq_postgres::PostgresConfig::OPTIONS);
     #[cfg(feature = "nats")]
     names.extend_from_slice(ezmq_nats::NatsConfig::OPTIONS);
+    #[cfg(feature = "kafka")]
+    names.extend_from_slice(ezmq_kafka::KafkaConfig::OPTIONS);
     names.sort_unstable();
     names.dedup();
     names
@@ -63,6 +65,8 @@ enum BackendPlan {
     Postgres(ezmq_postgres::PostgresConfig),
     #[cfg(feature = "nats")]
     Nats(ezmq_nats::NatsConfig),
+    #[cfg(feature = "kafka")]
+    Kafka(ezmq_kafka::KafkaConfig),
 }
 
 impl Plan {
@@ -170,6 +174,11 @@ impl Plan {
                 ezmq_nats::NatsBackend::connect(config.clone()).await?,
                 client,
             )),
+            #[cfg(feature = "kafka")]
+            BackendPlan::Kafka(config) => Ok(Client::new(
+                ezmq_kafka::KafkaBackend::connect(config.clone()).await?,
+                client,
+            )),
         }
     }
 }
@@ -248,6 +257,20 @@ impl BackendPlan {
                 backend.validate()?;
                 Ok(BackendPlan::Nats(backend))
             }
+            #[cfg(feature = "kafka")]
+            "kafka" => {
+                let mut backend: ezmq_kafka::KafkaConfig = base.parse()?;
+                for s in &settings {
+                    backend = backend
+                        .with_option(&s.name, &s.text)
+                        .map_err(|e| from(s, e))?;
+                }
+                if let Some(section) = &config.kafka {
+                    backend = section(backend);
+                }
+                backend.validate()?;
+                Ok(BackendPlan::Kafka(backend))
+            }
             other => Err(unknown_scheme(&config.url, other)),
         }
     }
@@ -267,6 +290,8 @@ fn backend_options(scheme: &str) -> Option<&'static [&'static str]> {
         "postgres" | "postgresql" => Some(ezmq_postgres::PostgresConfig::OPTIONS),
         #[cfg(feature = "nats")]
         "nats" => Some(ezmq_nats::NatsConfig::OPTIONS),
+        #[cfg(feature = "kafka")]
+        "kafka" => Some(ezmq_kafka::KafkaConfig::OPTIONS),
         _ => None,
     }
 }
@@ -392,7 +417,17 @@ mod tests {
 
     #[test]
     fn unknown_schemes_are_named() {
+        let err = plan(Config::new("mqtt://broker:1883")).err().unwrap();
+        assert!(err.to_string().contains("unknown scheme `mqtt`"), "{err}");
+    }
+
+    #[cfg(not(feature = "kafka"))]
+    #[test]
+    fn a_scheme_whose_feature_is_off_names_the_feature() {
         let err = plan(Config::new("kafka://broker:9092")).err().unwrap();
-        assert!(err.to_string().contains("unknown scheme `kafka`"), "{err}");
+        assert!(
+            err.to_string().contains("needs the `kafka` feature"),
+            "{err}"
+        );
     }
 }

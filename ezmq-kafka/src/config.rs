@@ -48,6 +48,27 @@ pub struct KafkaConfig {
     pub command_timeout: Duration,
     /// Timeout of the first connection. Default 5 s.
     pub connect_timeout: Duration,
+    /// The consumer groups' session: a listener's process that stops
+    /// answering (killed, hung) loses its partitions, and its unfinished
+    /// jobs go to another process, this long after. Kafka accepts 6 s to
+    /// 30 min by default. Default 10 s.
+    pub session_timeout: Duration,
+    /// How long a listener's fetch waits at the broker for records
+    /// (`fetch.wait.max.ms`). Default 100 ms.
+    pub fetch_wait: Duration,
+    /// How often a listener commits the offsets of its finished jobs:
+    /// what a killed process's successor runs again is at most the jobs
+    /// finished within this long before the kill, plus the unfinished
+    /// ones. Default 500 ms.
+    pub commit_interval: Duration,
+    /// The most records of one partition a listener takes past the
+    /// oldest unfinished one (a slow job holds back at most this many of
+    /// its partition, which a crash would run again). Default 1,000.
+    pub max_uncommitted: u32,
+    /// How long a listener whose partition moves to another process
+    /// (a rebalance) waits for that partition's running jobs before it
+    /// lets the partition go. Default 30 s.
+    pub rebalance_grace: Duration,
 }
 
 impl fmt::Debug for KafkaConfig {
@@ -59,6 +80,11 @@ impl fmt::Debug for KafkaConfig {
             .field("replication", &self.replication)
             .field("command_timeout", &self.command_timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field("session_timeout", &self.session_timeout)
+            .field("fetch_wait", &self.fetch_wait)
+            .field("commit_interval", &self.commit_interval)
+            .field("max_uncommitted", &self.max_uncommitted)
+            .field("rebalance_grace", &self.rebalance_grace)
             .finish()
     }
 }
@@ -72,6 +98,11 @@ impl Default for KafkaConfig {
             replication: -1,
             command_timeout: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(5),
+            session_timeout: Duration::from_secs(10),
+            fetch_wait: Duration::from_millis(100),
+            commit_interval: Duration::from_millis(500),
+            max_uncommitted: 1_000,
+            rebalance_grace: Duration::from_secs(30),
         }
     }
 }
@@ -120,6 +151,41 @@ impl KafkaConfig {
         self
     }
 
+    /// Sets [`KafkaConfig::session_timeout`].
+    #[must_use]
+    pub fn with_session_timeout(mut self, timeout: Duration) -> Self {
+        self.session_timeout = timeout;
+        self
+    }
+
+    /// Sets [`KafkaConfig::fetch_wait`].
+    #[must_use]
+    pub fn with_fetch_wait(mut self, wait: Duration) -> Self {
+        self.fetch_wait = wait;
+        self
+    }
+
+    /// Sets [`KafkaConfig::commit_interval`].
+    #[must_use]
+    pub fn with_commit_interval(mut self, interval: Duration) -> Self {
+        self.commit_interval = interval;
+        self
+    }
+
+    /// Sets [`KafkaConfig::max_uncommitted`].
+    #[must_use]
+    pub fn with_max_uncommitted(mut self, records: u32) -> Self {
+        self.max_uncommitted = records;
+        self
+    }
+
+    /// Sets [`KafkaConfig::rebalance_grace`].
+    #[must_use]
+    pub fn with_rebalance_grace(mut self, grace: Duration) -> Self {
+        self.rebalance_grace = grace;
+        self
+    }
+
     /// The settings [`KafkaConfig::with_option`] takes by name, in a URL's
     /// query string:
     ///
@@ -130,6 +196,11 @@ impl KafkaConfig {
     /// | `replication` | [`replication`](KafkaConfig::replication) | number |
     /// | `timeout` | [`command_timeout`](KafkaConfig::command_timeout) | duration |
     /// | `connect_timeout` | [`connect_timeout`](KafkaConfig::connect_timeout) | duration |
+    /// | `session_timeout` | [`session_timeout`](KafkaConfig::session_timeout) | duration |
+    /// | `fetch_wait` | [`fetch_wait`](KafkaConfig::fetch_wait) | duration |
+    /// | `commit_interval` | [`commit_interval`](KafkaConfig::commit_interval) | duration |
+    /// | `max_uncommitted` | [`max_uncommitted`](KafkaConfig::max_uncommitted) | number |
+    /// | `rebalance_grace` | [`rebalance_grace`](KafkaConfig::rebalance_grace) | duration |
     ///
     /// Durations are `500ms`, `30s`, `2m`, `1h` or plain seconds.
     pub const OPTIONS: &'static [&'static str] = &[
@@ -138,6 +209,11 @@ impl KafkaConfig {
         "replication",
         "timeout",
         "connect_timeout",
+        "session_timeout",
+        "fetch_wait",
+        "commit_interval",
+        "max_uncommitted",
+        "rebalance_grace",
     ];
 
     /// Sets the setting `name` (one of [`KafkaConfig::OPTIONS`]) from its
@@ -161,6 +237,17 @@ impl KafkaConfig {
             "timeout" => self.with_command_timeout(value::duration("timeout", text)?),
             "connect_timeout" => {
                 self.with_connect_timeout(value::duration("connect_timeout", text)?)
+            }
+            "session_timeout" => {
+                self.with_session_timeout(value::duration("session_timeout", text)?)
+            }
+            "fetch_wait" => self.with_fetch_wait(value::duration("fetch_wait", text)?),
+            "commit_interval" => {
+                self.with_commit_interval(value::duration("commit_interval", text)?)
+            }
+            "max_uncommitted" => self.with_max_uncommitted(value::number("max_uncommitted", text)?),
+            "rebalance_grace" => {
+                self.with_rebalance_grace(value::duration("rebalance_grace", text)?)
             }
             other => return Err(value::unknown("kafka", other, Self::OPTIONS)),
         })
@@ -224,9 +311,18 @@ impl KafkaConfig {
                 "must be -1 (the broker's default) or at least 1",
             ));
         }
+        if self.max_uncommitted < 2 {
+            return Err(Error::invalid_option(
+                "max_uncommitted",
+                "must be at least 2",
+            ));
+        }
         value::at_least_a_millisecond(&[
             ("timeout", self.command_timeout),
             ("connect_timeout", self.connect_timeout),
+            ("session_timeout", self.session_timeout),
+            ("fetch_wait", self.fetch_wait),
+            ("commit_interval", self.commit_interval),
         ])
     }
 }
@@ -256,6 +352,11 @@ mod tests {
             ("replication", "3"),
             ("timeout", "2s"),
             ("connect_timeout", "1s"),
+            ("session_timeout", "6s"),
+            ("fetch_wait", "20ms"),
+            ("commit_interval", "1s"),
+            ("max_uncommitted", "100"),
+            ("rebalance_grace", "5s"),
         ];
         assert_eq!(samples.len(), KafkaConfig::OPTIONS.len());
         let mut config = KafkaConfig::default();
@@ -265,6 +366,10 @@ mod tests {
         assert_eq!(config.prefix, "app-jobs");
         assert_eq!((config.partitions, config.replication), (12, 3));
         assert_eq!(config.command_timeout, Duration::from_secs(2));
+        assert_eq!(config.session_timeout, Duration::from_secs(6));
+        assert_eq!(config.fetch_wait, Duration::from_millis(20));
+        assert_eq!(config.max_uncommitted, 100);
+        assert_eq!(config.rebalance_grace, Duration::from_secs(5));
         config.validate().unwrap();
     }
 
@@ -286,6 +391,8 @@ mod tests {
         named("kafka://h?partitions=0", "partitions");
         named("kafka://h?replication=0", "replication");
         named("kafka://h?timeout=0s", "timeout");
+        named("kafka://h?max_uncommitted=1", "max_uncommitted");
+        named("kafka://h?fetch_wait=0ms", "fetch_wait");
     }
 
     #[test]

@@ -1,24 +1,85 @@
-//! The Kafka backend of ezmq, milestone M0 of
+//! # ezmq-kafka
+//!
+//! The Kafka backend of ezmq (`kafka://` URLs), milestone M1 of
 //! [its proposal](https://example.invalid/ezmq/docs/proposals/kafka.md):
-//! the configuration (`kafka://` URLs), a checked connection, and the
-//! topics ezmq names and creates. It is not a backend yet: no job runs on
-//! it until M1, and `ezmq::connect_url` does not take `kafka://`.
+//! a topic's jobs are the records of one Kafka topic (created through
+//! the admin API), read by one consumer group that every listening
+//! process joins. Jobs of a partition run concurrently; each partition
+//! commits its lowest unfinished offset, so a killed process's
+//! successor runs again only its unfinished jobs and those finished
+//! within one commit interval. Retries run in place (the record stays
+//! uncommitted until it succeeds or is dead-lettered). Delayed pushes,
+//! claims (cron, unique keys, limits), broadcast groups and
+//! request-reply come with the next milestones: until then they fail
+//! with [`Error::Unsupported`](ezmq_core::Error::Unsupported).
 //!
 //! ```no_run
-//! use ezmq_kafka::{KafkaCluster, KafkaConfig};
+//! # async fn demo() -> ezmq_core::Result<()> {
+//! use std::time::Duration;
+//! use ezmq_core::{Job, MqClient, MqClientExt};
 //!
-//! # async fn run() -> ezmq_core::Result<()> {
-//! let config: KafkaConfig = "kafka://127.0.0.1:9092?partitions=3".parse()?;
-//! let cluster = KafkaCluster::connect(config).await?;
-//! println!("{} broker(s)", cluster.broker_count());
+//! let client = ezmq_kafka::connect_url("kafka://127.0.0.1:9092").await?;
+//! client
+//!     .add_consume_listener("emails", |job: Job| async move {
+//!         println!("got {:?}", job.body());
+//!         Ok::<(), std::io::Error>(())
+//!     })
+//!     .await?;
+//! client.push("emails", "hello".into()).await?;
+//! client.shutdown(Duration::from_secs(5)).await?;
 //! # Ok(()) }
 //! ```
 
 #![forbid(unsafe_code)]
 
+mod backend;
 mod cluster;
 mod config;
+mod consumer;
 mod names;
+mod push;
+mod settle;
+mod stats;
 
+pub use backend::KafkaBackend;
 pub use cluster::KafkaCluster;
 pub use config::{KafkaConfig, DEFAULT_URL};
+
+use ezmq_core::{Client, ClientConfig, Result};
+
+/// Connects to Kafka and returns a client with the default
+/// [`ClientConfig`].
+///
+/// Fails with [`Error::Connect`](ezmq_core::Error::Connect) (naming the
+/// URL) when no broker answers, and with
+/// [`Error::InvalidOption`](ezmq_core::Error::InvalidOption) for a bad
+/// configuration.
+///
+/// ```no_run
+/// # async fn demo() -> ezmq_core::Result<()> {
+/// use std::time::Duration;
+/// use ezmq_kafka::KafkaConfig;
+///
+/// let client = ezmq_kafka::connect(
+///     KafkaConfig::new("kafka://127.0.0.1:9092").with_session_timeout(Duration::from_secs(6)),
+/// )
+/// .await?;
+/// # let _ = client; Ok(()) }
+/// ```
+pub async fn connect(config: KafkaConfig) -> Result<Client> {
+    let backend = KafkaBackend::connect(config).await?;
+    Ok(Client::new(backend, ClientConfig::default()))
+}
+
+/// Connects with a URL, `kafka://host:port[,host:port…]` with settings
+/// in its query string (`?prefix=jobs&partitions=12`, the names of
+/// [`KafkaConfig::OPTIONS`]).
+///
+/// ```no_run
+/// # async fn demo() -> ezmq_core::Result<()> {
+/// let client = ezmq_kafka::connect_url("kafka://127.0.0.1:9092?partitions=3").await?;
+/// # let _ = client; Ok(()) }
+/// ```
+pub async fn connect_url(url: &str) -> Result<Client> {
+    connect(url.parse()?).await
+}

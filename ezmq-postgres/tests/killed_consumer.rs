@@ -8,12 +8,12 @@
 //! it with SIGKILL once every job has started.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ezmq_core::{Client, ConsumeOptions, Job, MqClient, MqClientExt};
 use ezmq_postgres::PostgresConfig;
-use ezmq_test_support::{postgres_url as url, skip_or_require};
+use ezmq_test_support::{postgres_url as url, skip_or_require, KillOnDrop};
 use tokio::sync::mpsc;
 
 /// The test's own name, which the child process runs.
@@ -59,16 +59,6 @@ async fn run_child(topic: String) {
     std::future::pending::<()>().await;
 }
 
-/// Kills the child when the test ends, however it ends.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_consumers_jobs_are_delivered_again_after_the_lease() {
     if let Ok(topic) = std::env::var(CHILD_TOPIC) {
@@ -93,7 +83,7 @@ async fn a_killed_consumers_jobs_are_delivered_again_after_the_lease() {
     }
     pushed.sort();
 
-    let mut child = ChildGuard(
+    let mut child = KillOnDrop(
         Command::new(std::env::current_exe().expect("the test binary"))
             .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
             .env(CHILD_TOPIC, &topic)

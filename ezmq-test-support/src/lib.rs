@@ -25,6 +25,7 @@
 mod bare;
 mod brokers;
 mod capture;
+mod child;
 pub mod memory;
 mod proxy;
 pub use bare::{assert_unsupported, BareBackend};
@@ -33,6 +34,7 @@ pub use brokers::{
     skip_or_require, REQUIRE_ENV,
 };
 pub use capture::{assert_hidden, LogCapture};
+pub use child::KillOnDrop;
 pub use memory::{MemoryBackend, MemoryBroker, MemoryConfig, MemoryError, MEMORY_BACKEND_NAME};
 pub use proxy::StallingProxy;
 

@@ -71,3 +71,104 @@ pub(crate) async fn delete_topics(topics: &[&str]) {
         Err(err) => eprintln!("could not delete test topics {topics:?}: {err}"),
     }
 }
+
+/// The nisshi binary: `EZMQ_NISSHI`, or where `.ci/run` caches it.
+pub(crate) fn nisshi_binary() -> Option<std::path::PathBuf> {
+    let path = match std::env::var_os("EZMQ_NISSHI") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(std::path::PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache"))
+                })?;
+            cache.join("ezmq/nisshi-0.8.1/bin/nisshi")
+        }
+    };
+    path.is_file().then_some(path)
+}
+
+/// A private nisshi broker on a free loopback port, with its SQLite file
+/// in a folder of its own; killed (SIGKILL) when dropped.
+pub(crate) struct PrivateBroker {
+    binary: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    pub(crate) port: u16,
+    child: Option<std::process::Child>,
+}
+
+impl PrivateBroker {
+    /// Starts one and waits until it accepts connections.
+    pub(crate) fn start(binary: std::path::PathBuf) -> PrivateBroker {
+        let port = ezmq_test_support::free_port();
+        let dir = std::env::temp_dir().join(format!("ezmq-nisshi-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("the broker's folder");
+        let mut broker = PrivateBroker {
+            binary,
+            dir,
+            port,
+            child: None,
+        };
+        broker.run();
+        broker
+    }
+
+    /// The broker's URL.
+    pub(crate) fn url(&self) -> String {
+        format!("kafka://127.0.0.1:{}", self.port)
+    }
+
+    fn run(&mut self) {
+        let listener = format!("tcp://127.0.0.1:{}", self.port);
+        let child = std::process::Command::new(&self.binary)
+            .current_dir(&self.dir)
+            .args([
+                "broker",
+                "--listener-url",
+                &listener,
+                "--advertised-listener-url",
+                &listener,
+                "--storage-engine",
+                "sqlite://kafka.db",
+                "--group-initial-rebalance-delay",
+                "0s",
+                "--group-poll-interval",
+                "100ms",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start nisshi");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "nisshi did not listen on {} within 30 s",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills it (SIGKILL) and waits until the port is closed.
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts it again on the same port and storage.
+    pub(crate) fn restart(&mut self) {
+        self.kill();
+        self.run();
+    }
+}
+
+impl Drop for PrivateBroker {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,210 @@
+//! `KafkaBackend`: ezmq's backend SPI on Kafka topics and consumer
+//! groups.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use ezmq_core::spi::{Backend, Capabilities, Capability, Delivery, Peek, QueueStats, Source};
+use ezmq_core::{Error, Job, JobId, PushOptions, Result, Topic};
+use rdkafka::producer::{FutureProducer, Producer};
+
+use crate::cluster::KafkaCluster;
+use crate::config::KafkaConfig;
+use crate::consumer::{Consumers, TopicConsumer};
+
+/// The Kafka backend: a topic's jobs are records of one Kafka topic
+/// read by one consumer group; see the crate README for what each
+/// feature guarantees.
+///
+/// ```no_run
+/// # async fn demo() -> ezmq_core::Result<()> {
+/// use ezmq_core::{Client, ClientConfig};
+/// use ezmq_kafka::{KafkaBackend, KafkaConfig};
+///
+/// let backend = KafkaBackend::connect(KafkaConfig::new("kafka://127.0.0.1:9092")).await?;
+/// let client = Client::new(backend, ClientConfig::default());
+/// # let _ = client; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct KafkaBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cluster: KafkaCluster,
+    producer: FutureProducer,
+    consumers: Consumers,
+    closed: AtomicBool,
+}
+
+impl fmt::Debug for KafkaBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KafkaBackend")
+            .field("cluster", &self.inner.cluster)
+            .field("closed", &self.inner.closed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaBackend {
+    /// Connects ([`KafkaCluster::connect`]) and creates the producer.
+    pub async fn connect(config: KafkaConfig) -> Result<Self> {
+        let cluster = KafkaCluster::connect(config).await?;
+        let producer = crate::push::create(cluster.config())?;
+        Ok(KafkaBackend {
+            inner: Arc::new(Inner {
+                cluster,
+                producer,
+                consumers: Mutex::new(HashMap::new()),
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The configuration it was connected with.
+    pub fn config(&self) -> &KafkaConfig {
+        self.inner.cluster.config()
+    }
+
+    fn ensure_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            Err(Error::Shutdown)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The consumer of `topic`, started at its first receive.
+    async fn consumer(&self, topic: &Topic) -> Result<Arc<TopicConsumer>> {
+        let kafka_topic = self.inner.cluster.queue_topic(topic).await?;
+        let mut consumers = self
+            .inner
+            .consumers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(consumer) = consumers.get(&kafka_topic) {
+            return Ok(Arc::clone(consumer));
+        }
+        let consumer = Arc::new(TopicConsumer::start(
+            self.config(),
+            topic.clone(),
+            kafka_topic.clone(),
+        )?);
+        consumers.insert(kafka_topic, Arc::clone(&consumer));
+        Ok(consumer)
+    }
+
+    fn existing_consumer(&self, topic: &Topic) -> Option<Arc<TopicConsumer>> {
+        let name = crate::names::queue(&self.config().prefix, topic);
+        self.inner
+            .consumers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&name)
+            .cloned()
+    }
+}
+
+fn no_fan_out() -> Error {
+    Error::Unsupported {
+        backend: "kafka",
+        capability: Capability::FanOut,
+    }
+}
+
+#[async_trait]
+impl Backend for KafkaBackend {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    /// Lease extension: a record is never taken back while its
+    /// listener's process lives (only when its partition moves, after
+    /// the rebalance grace).
+    fn abilities(&self) -> Capabilities {
+        Capabilities::none().with(Capability::LeaseExtension)
+    }
+
+    async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
+        self.ensure_open()?;
+        if options.delay.is_some_and(|d| !d.is_zero()) {
+            return Err(Error::Unsupported {
+                backend: "kafka",
+                capability: Capability::DelayedDelivery,
+            });
+        }
+        let kafka_topic = self.inner.cluster.queue_topic(topic).await?;
+        crate::push::publish(&self.inner.producer, &kafka_topic, topic, &body, options).await
+    }
+
+    async fn pause_receiving(&self, source: &Source) -> Result<()> {
+        if let Some(consumer) = self.existing_consumer(source.topic()) {
+            consumer.pause();
+        }
+        Ok(())
+    }
+
+    async fn receive(&self, source: &Source, max: usize, wait: Duration) -> Result<Vec<Delivery>> {
+        self.ensure_open()?;
+        let Source::Topic(topic) = source else {
+            return Err(no_fan_out());
+        };
+        self.consumer(topic).await?.receive(max, wait).await
+    }
+
+    async fn close(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let consumers: Vec<_> = self
+            .inner
+            .consumers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .map(|(_, consumer)| consumer)
+            .collect();
+        for consumer in consumers {
+            consumer.close().await;
+        }
+        let producer = self.inner.producer.clone();
+        let timeout = self.config().command_timeout;
+        let flushed = tokio::task::spawn_blocking(move || producer.flush(timeout)).await;
+        if let Ok(Err(err)) = flushed {
+            tracing::debug!(error = %err, "flushing the Kafka producer at close failed");
+        }
+        tracing::debug!("Kafka backend closed");
+        Ok(())
+    }
+
+    fn queue_stats(&self) -> Option<&dyn QueueStats> {
+        Some(self)
+    }
+
+    fn peek(&self) -> Option<&dyn Peek> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl QueueStats for KafkaBackend {
+    async fn queue_len(&self, topic: &Topic) -> Result<u64> {
+        self.ensure_open()?;
+        let kafka_topic = self.inner.cluster.queue_topic(topic).await?;
+        crate::stats::queue_len(self.config(), kafka_topic).await
+    }
+}
+
+#[async_trait]
+impl Peek for KafkaBackend {
+    async fn peek(&self, topic: &Topic, n: usize) -> Result<Vec<Job>> {
+        self.ensure_open()?;
+        let kafka_topic = self.inner.cluster.queue_topic(topic).await?;
+        crate::stats::peek(self.config(), topic.clone(), kafka_topic, n).await
+    }
+}

@@ -1,0 +1,171 @@
+//! Queue length (the group's lag) and peek (an assigned read from the
+//! committed offsets that commits nothing), each through a short-lived
+//! consumer that carries the group's id and never joins it.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use ezmq_core::{Error, Job, Result, Topic};
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use crate::cluster::kafka_error;
+use crate::config::KafkaConfig;
+use crate::consumer::record::{now_ms, Record};
+
+/// A consumer with `group`'s id that never subscribes: it reads the
+/// group's committed offsets and the partitions' watermarks.
+fn observer(config: &KafkaConfig, group: &str) -> Result<BaseConsumer> {
+    ClientConfig::new()
+        .set("bootstrap.servers", config.brokers().join(","))
+        .set("client.id", "ezmq-observer")
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("allow.auto.create.topics", "false")
+        .set("fetch.wait.max.ms", "20")
+        .create()
+        .map_err(|err| Error::backend(format!("creating a Kafka observer failed: {err}"), false))
+}
+
+/// Each partition's (start, committed-or-start, end) offsets.
+fn positions(
+    consumer: &BaseConsumer,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Vec<(i32, i64, i64)>> {
+    let metadata = consumer
+        .fetch_metadata(Some(topic), timeout)
+        .map_err(|err| kafka_error("metadata", err))?;
+    let partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    if partitions.is_empty() {
+        return Err(Error::backend(
+            format!("Kafka topic {topic:?} has no partitions (not created?)"),
+            true,
+        ));
+    }
+    let mut list = TopicPartitionList::with_capacity(partitions.len());
+    for &p in &partitions {
+        list.add_partition(topic, p);
+    }
+    let committed = consumer
+        .committed_offsets(list, timeout)
+        .map_err(|err| kafka_error("committed offsets", err))?;
+    let committed: HashMap<i32, Offset> = committed
+        .elements()
+        .iter()
+        .map(|e| (e.partition(), e.offset()))
+        .collect();
+    let mut out = Vec::with_capacity(partitions.len());
+    for p in partitions {
+        let (low, high) = consumer
+            .fetch_watermarks(topic, p, timeout)
+            .map_err(|err| kafka_error("watermarks", err))?;
+        let from = match committed.get(&p) {
+            Some(Offset::Offset(offset)) => (*offset).clamp(low, high),
+            _ => low,
+        };
+        out.push((p, from, high));
+    }
+    Ok(out)
+}
+
+/// Records of `topic` not committed by its group: waiting ones, and the
+/// ones handed out and not committed yet.
+pub(crate) async fn queue_len(config: &KafkaConfig, kafka_topic: String) -> Result<u64> {
+    let config = config.clone();
+    blocking(move || {
+        let consumer = observer(&config, &kafka_topic)?;
+        let lag = positions(&consumer, &kafka_topic, config.command_timeout)?
+            .into_iter()
+            .map(|(_, from, high)| u64::try_from(high - from).unwrap_or(0))
+            .sum();
+        Ok(lag)
+    })
+    .await
+}
+
+/// Up to `n` records from each partition's committed offset, merged by
+/// timestamp, oldest first; nothing is committed.
+pub(crate) async fn peek(
+    config: &KafkaConfig,
+    topic: Topic,
+    kafka_topic: String,
+    n: usize,
+) -> Result<Vec<Job>> {
+    let config = config.clone();
+    blocking(move || {
+        let consumer = observer(&config, &kafka_topic)?;
+        let positions = positions(&consumer, &kafka_topic, config.command_timeout)?;
+        let mut list = TopicPartitionList::new();
+        let mut ends = HashMap::new();
+        for &(p, from, high) in &positions {
+            if from < high {
+                list.add_partition_offset(&kafka_topic, p, Offset::Offset(from))
+                    .map_err(|err| kafka_error("assign", err))?;
+                ends.insert(p, (high, 0usize));
+            }
+        }
+        if ends.is_empty() || n == 0 {
+            return Ok(Vec::new());
+        }
+        consumer
+            .assign(&list)
+            .map_err(|err| kafka_error("assign", err))?;
+        let deadline = Instant::now() + config.command_timeout;
+        let mut found: Vec<(i64, Record)> = Vec::new();
+        let now = now_ms();
+        while !ends.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::backend(
+                    format!("peeking Kafka topic {kafka_topic:?} timed out"),
+                    true,
+                ));
+            }
+            match consumer.poll(left.min(Duration::from_millis(200))) {
+                None => {}
+                Some(Err(err)) => return Err(kafka_error("peek", err)),
+                Some(Ok(message)) => {
+                    let p = message.partition();
+                    let Some((high, taken)) = ends.get_mut(&p) else {
+                        continue;
+                    };
+                    let record = Record::of(&message, 0);
+                    if !record.expired(now) {
+                        let at = message.timestamp().to_millis().unwrap_or(0);
+                        found.push((at, record));
+                        *taken += 1;
+                    }
+                    if message.offset() + 1 >= *high || *taken >= n {
+                        ends.remove(&p);
+                    }
+                }
+            }
+        }
+        found.sort_by(|(a, ra), (b, rb)| a.cmp(b).then_with(|| ra.id.as_str().cmp(rb.id.as_str())));
+        Ok(found
+            .into_iter()
+            .take(n)
+            .map(|(_, r)| {
+                Job::new(r.id, topic.clone(), r.body)
+                    .with_headers(r.headers)
+                    .with_attempt(r.attempt)
+            })
+            .collect())
+    })
+    .await
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|err| Error::backend(format!("a Kafka inspection task failed: {err}"), false))?
+}

@@ -1,0 +1,71 @@
+//! The shared behaviour suite against the Kafka broker at
+//! EZMQ_TEST_KAFKA_URL (default kafka://127.0.0.1:9092; nisshi in CI),
+//! with a prefix of this run's own.
+
+mod support;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use ezmq_conformance::{behaviour_suite, Broker};
+use ezmq_core::spi::{Capabilities, Capability};
+use ezmq_kafka::KafkaConfig;
+
+/// The shared Kafka broker.
+#[derive(Debug)]
+struct SharedKafka;
+
+impl SharedKafka {
+    fn config(&self) -> KafkaConfig {
+        static PREFIX: OnceLock<String> = OnceLock::new();
+        KafkaConfig::new(support::url())
+            .with_prefix(PREFIX.get_or_init(support::prefix).as_str())
+            .with_partitions(3)
+            .with_connect_timeout(Duration::from_secs(3))
+    }
+}
+
+#[async_trait::async_trait]
+impl Broker for SharedKafka {
+    fn name(&self) -> &'static str {
+        "kafka"
+    }
+
+    /// Milestone M1: queue stats, peek and lease extension; delays,
+    /// claims, broadcast groups and request-reply come with M2 to M4
+    /// (docs/proposals/kafka.md).
+    fn expected_capabilities(&self) -> Capabilities {
+        Capabilities::none()
+            .with(Capability::QueueStats)
+            .with(Capability::Peek)
+            .with(Capability::LeaseExtension)
+    }
+
+    fn url(&self) -> String {
+        support::url()
+    }
+
+    async fn connect(&self) -> ezmq_core::Result<ezmq_core::Client> {
+        ezmq_kafka::connect(self.config()).await
+    }
+
+    /// A 3 s group session: a crashed listener's partitions move after
+    /// it (nisshi takes the session of the group's first member).
+    async fn connect_with_short_lease(&self) -> Option<ezmq_core::Result<ezmq_core::Client>> {
+        Some(ezmq_kafka::connect(self.config().with_session_timeout(Duration::from_secs(3))).await)
+    }
+
+    /// The backend counts a crashed delivery through its commit's
+    /// metadata, which nisshi 0.8.1 stores but never returns (its
+    /// OffsetFetch reads only the offset): the count is lost there. On
+    /// a Kafka broker (`EZMQ_TEST_KAFKA_IS_KAFKA=1`) the check runs.
+    fn counts_attempts_after_a_crash(&self) -> bool {
+        std::env::var("EZMQ_TEST_KAFKA_IS_KAFKA").is_ok_and(|v| v == "1")
+    }
+
+    fn short_lease(&self) -> Duration {
+        Duration::from_secs(3)
+    }
+}
+
+behaviour_suite!(super::SharedKafka);
