@@ -10,15 +10,15 @@
 //! per scenario (see `BENCHMARKS.md` at the repository root).
 //!
 //! ```text
-//! cargo run --release -p ezmq-bench -- [--backend disque|redis|rabbitmq|postgres|nats]...
+//! cargo run --release -p ezmq-bench -- [--backend disque|redis|rabbitmq|postgres|nats|kafka]...
 //!                                      [--addrs host:port,...] [--server-process]
 //!                                      [--smoke] [--scenario NAME] [--metrics-recorder]
 //! ```
 //!
 //! Without `--addrs` or `--server-process` the Disque server is embedded
 //! in the bench process (client and server then share the CPU). Redis,
-//! RabbitMQ, PostgreSQL and NATS are the servers at `--redis-url` /
-//! `--amqp-url` / `--postgres-url` / `--nats-url`; one that does
+//! RabbitMQ, PostgreSQL, NATS and Kafka are the servers at `--redis-url` /
+//! `--amqp-url` / `--postgres-url` / `--nats-url` / `--kafka-url`; one that does
 //! not answer is skipped with one line, unless `EZMQ_REQUIRE_BROKERS`
 //! names it.
 
@@ -68,6 +68,9 @@ struct Args {
     /// The NATS server of the NATS rows.
     #[arg(long, env = "EZMQ_TEST_NATS_URL", default_value = brokers::nats::DEFAULT_URL)]
     nats_url: String,
+    /// The Kafka broker of the Kafka rows.
+    #[arg(long, env = "EZMQ_TEST_KAFKA_URL", default_value = brokers::kafka::DEFAULT_URL)]
+    kafka_url: String,
     /// Disque servers to use (`host:port,...`), started separately, e.g. with
     /// `ezmq-disque-server --port 7711`. The first one is used by the raw
     /// baseline. Default: a server embedded in this process.
@@ -120,6 +123,8 @@ enum BackendKind {
     Postgres,
     /// NATS JetStream (`--nats-url`).
     Nats,
+    /// Kafka (`--kafka-url`).
+    Kafka,
 }
 
 /// The scenarios.
@@ -304,6 +309,19 @@ async fn run(args: Args) -> BoxResult<()> {
                 brokers::run(&nats, &settings, parts, &mut goals).await?;
             }
             Err(e) if brokers::required("nats") => {
+                return Err(format!("no broker at {url}: {e}").into())
+            }
+            Err(_) => println!("skipped: no broker at {url}\n"),
+        }
+    }
+    if backend(BackendKind::Kafka) && parts.any() {
+        let url = &args.kafka_url;
+        match brokers::kafka::KafkaBench::connect(url).await {
+            Ok(kafka) => {
+                println!("## Kafka at {url}\n");
+                brokers::run(&kafka, &settings, parts, &mut goals).await?;
+            }
+            Err(e) if brokers::required("kafka") => {
                 return Err(format!("no broker at {url}: {e}").into())
             }
             Err(_) => println!("skipped: no broker at {url}\n"),

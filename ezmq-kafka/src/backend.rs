@@ -71,6 +71,13 @@ impl KafkaBackend {
         self.inner.cluster.config()
     }
 
+    /// The Kafka topic holding `topic`'s jobs, created first when this
+    /// client has not seen it ([`KafkaCluster::queue_topic`]): for tools
+    /// and raw clients that read or write the same records.
+    pub async fn queue_topic(&self, topic: &Topic) -> Result<String> {
+        self.inner.cluster.queue_topic(topic).await
+    }
+
     fn ensure_open(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
             Err(Error::Shutdown)

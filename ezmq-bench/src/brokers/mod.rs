@@ -7,6 +7,7 @@
 //! Each broker implements [`RawBroker`] (its raw baseline and its ezmq
 //! client); the measuring code here is shared.
 
+pub(crate) mod kafka;
 pub(crate) mod nats;
 pub(crate) mod postgres;
 pub(crate) mod rabbitmq;
@@ -173,7 +174,12 @@ pub(crate) async fn run<B: RawBroker + BatchBroker>(
             ]);
         }
     }
-    if parts.rate_limit {
+    if parts.rate_limit && !rate_limits(b).await? {
+        println!(
+            "skipped: {} lacks rate limits across processes: the rate-limit rows\n",
+            b.name()
+        );
+    } else if parts.rate_limit {
         let (t, r) = rate_limit::run(&Limited(b), s).await?;
         println!("{}", t.render());
         if b.has_goals() {
@@ -204,6 +210,16 @@ pub(crate) async fn run<B: RawBroker + BatchBroker>(
         }
     }
     Ok(())
+}
+
+/// Whether `b`'s ezmq client has rate limits (and priorities) to measure.
+async fn rate_limits<B: RawBroker>(b: &B) -> BoxResult<bool> {
+    let client = b.ezmq().await?;
+    let has = client
+        .capabilities()
+        .has(ezmq_core::spi::Capability::RateLimit);
+    client.shutdown(Duration::from_secs(1)).await?;
+    Ok(has)
 }
 
 /// A broker as the subject of the rate-limit rows.

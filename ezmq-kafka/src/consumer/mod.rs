@@ -27,7 +27,9 @@ use crate::settle::KafkaDelivery;
 #[derive(Debug)]
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// A handed-out record was settled (a revoke waits for them).
+    /// A handed-out record was settled (a revoke waits for them), or
+    /// records were taken from the buffer (a thread with a full buffer
+    /// waits for room).
     settled: Condvar,
     /// Records arrived in the buffer (or a retry came due).
     arrived: tokio::sync::Notify,
@@ -114,6 +116,8 @@ impl TopicConsumer {
                 state.take(max, Instant::now())
             };
             if !records.is_empty() {
+                // Room in the buffer: a thread waiting for it fetches again.
+                self.shared.notify_settled();
                 return Ok(records
                     .into_iter()
                     .map(|record| KafkaDelivery::deliver(&self.shared, record))

@@ -221,21 +221,25 @@ impl State {
         self.partitions.clear();
     }
 
-    /// Which partitions to pause or resume: all pause while the buffer
-    /// holds twice the largest receive (at least 64 records), one pauses
-    /// while it is `window` records past its oldest unfinished one; they
-    /// resume at half.
+    /// True while the buffer holds twice the largest receive (at least
+    /// 64 records): the thread then polls only to keep the member alive.
+    pub(crate) fn full(&self) -> bool {
+        self.buffer.len() >= (self.largest_max * 2).max(64)
+    }
+
+    /// Which partitions to pause or resume: one pauses while it is
+    /// `window` records past its oldest unfinished one, and resumes at
+    /// half. (A full buffer pauses nothing: pausing drops what librdkafka
+    /// fetched ahead, which it would fetch again.)
     pub(crate) fn flow(&mut self, window: u32) -> FlowChange {
-        let cap = (self.largest_max * 2).max(64);
-        let buffered = self.buffer.len();
         let window = i64::from(window);
         let mut change = FlowChange::default();
         for (id, p) in &mut self.partitions {
             let outstanding = p.offsets.outstanding();
-            if !p.paused && (buffered >= cap || outstanding >= window) {
+            if !p.paused && outstanding >= window {
                 p.paused = true;
                 change.pause.push(*id);
-            } else if p.paused && buffered <= cap / 2 && outstanding < window / 2 {
+            } else if p.paused && outstanding < window / 2 {
                 p.paused = false;
                 change.resume.push(*id);
             }
@@ -301,20 +305,22 @@ mod tests {
     }
 
     #[test]
-    fn a_full_buffer_pauses_fetching_until_half_drained() {
+    fn a_partition_far_past_its_oldest_unfinished_record_pauses() {
         let mut state = State::default();
         state.assigned(&[(0, None)]);
         for offset in 0..64 {
             let r = record(&mut state, 0, offset);
             state.add(r);
         }
-        assert_eq!(state.flow(1_000).pause, vec![0]);
+        assert!(state.full(), "64 buffered, no receive yet");
         assert_eq!(state.flow(1_000), FlowChange::default());
+        assert_eq!(state.flow(64).pause, vec![0]);
         let (taken, _) = state.take(40, Instant::now());
+        assert!(!state.full(), "24 buffered of a cap of 80");
         for r in &taken {
             state.finish(r);
         }
-        // 24 buffered of a cap of 80 (twice the largest receive).
-        assert_eq!(state.flow(1_000).resume, vec![0]);
+        // 24 records past the oldest unfinished (40) of a window of 64.
+        assert_eq!(state.flow(64).resume, vec![0]);
     }
 }
