@@ -82,6 +82,16 @@ impl KafkaCluster {
         let brokers = match metadata {
             Ok(metadata) => metadata.brokers().len(),
             Err(err) => {
+                // Only now, when no Kafka answered, are bytes sent that
+                // make another server name itself: a Kafka broker would
+                // log them as a malformed request.
+                if let Some(other) = another_server(&config).await {
+                    return Err(Error::connect_failed(
+                        redacted,
+                        ConnectFailure::WrongProtocol,
+                        other.advice(),
+                    ));
+                }
                 let failure = match err.rdkafka_error_code() {
                     Some(
                         RDKafkaErrorCode::OperationTimedOut | RDKafkaErrorCode::RequestTimedOut,
@@ -177,7 +187,7 @@ impl KafkaCluster {
 
 /// Fails with a classified [`Error::Connect`] when no broker of `config`
 /// accepts a TCP connection (librdkafka would only retry until its
-/// timeout), or when the first one that does speaks another protocol.
+/// timeout).
 async fn reachable(config: &KafkaConfig, redacted: &str) -> Result<()> {
     let mut last = None;
     for addr in config.brokers() {
@@ -187,20 +197,7 @@ async fn reachable(config: &KafkaConfig, redacted: &str) -> Result<()> {
         )
         .await;
         match attempt {
-            Ok(Ok(_)) => {
-                // Kafka waits for the client's request; the servers the
-                // probe knows speak first or answer its bytes.
-                if let Some(other) =
-                    protocol_probe::identify(&addr, Duration::from_millis(500)).await
-                {
-                    return Err(Error::connect_failed(
-                        redacted,
-                        ConnectFailure::WrongProtocol,
-                        other.advice(),
-                    ));
-                }
-                return Ok(());
-            }
+            Ok(Ok(_)) => return Ok(()),
             Ok(Err(err)) => last = Some(Error::connect(redacted, err)),
             Err(_) => {
                 last = Some(Error::connect_failed(
@@ -217,6 +214,18 @@ async fn reachable(config: &KafkaConfig, redacted: &str) -> Result<()> {
     Err(last.unwrap_or_else(|| {
         Error::connect_failed(redacted, ConnectFailure::Other, "the URL names no broker")
     }))
+}
+
+/// Another server the probe recognizes at the first broker address that
+/// accepts a connection (Kafka waits for the client's request; the
+/// servers the probe knows speak first or answer its bytes).
+async fn another_server(config: &KafkaConfig) -> Option<protocol_probe::ServerKind> {
+    for addr in config.brokers() {
+        if tokio::net::TcpStream::connect(&addr).await.is_ok() {
+            return protocol_probe::identify(&addr, Duration::from_millis(500)).await;
+        }
+    }
+    None
 }
 
 /// A Kafka error as ezmq's, retryable when the cluster may answer later.
