@@ -133,6 +133,7 @@ where
     F: FnOnce(Ctx) -> Fut,
     Fut: Future<Output = ()>,
 {
+    ezmq_test_support::init_tracing();
     let case_name = case_name::<F>();
     let client = match broker.connect().await {
         Ok(client) => client,

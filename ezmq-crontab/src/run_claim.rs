@@ -12,10 +12,17 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use ezmq_core::spi::{Backend, Capability, ClaimOutcome};
 use ezmq_core::{Error, Result, Topic};
-use tracing::warn;
+use tracing::{debug, warn};
 
 /// The `kind` of the run claim's name.
 const KIND: &str = "cron-run";
+
+/// How many times a run claim's give-back is tried.
+const GIVE_BACK_TRIES: u32 = 5;
+
+/// The wait before the second try of a give-back, doubled before each
+/// next one (0.1 + 0.2 + 0.4 + 0.8 s: a broker's failover has time to end).
+const GIVE_BACK_BACKOFF: Duration = Duration::from_millis(100);
 
 /// A run claim this participant holds.
 #[derive(Debug)]
@@ -54,15 +61,29 @@ pub(crate) async fn take(
 }
 
 impl RunClaim {
-    /// Gives the claim back once the run ended; a failure is logged (the
-    /// claim then ends after `max_run`).
+    /// Gives the claim back once the run ended, retrying a failure that
+    /// may pass ([`Error::is_retryable`]) [`GIVE_BACK_TRIES`] times; a
+    /// claim that could not be given back is logged (it then ends after
+    /// `max_run`, and the ticks until then are skipped).
     pub(crate) async fn give_back(self, backend: &Arc<dyn Backend>, name: &str) {
         let Some(claims) = backend.exclusive_claim() else {
             return;
         };
-        if let Err(err) = claims.release(&self.key, &self.token).await {
-            warn!(cron = %name, cause = %err,
-                "could not give the run claim back; the next ticks are skipped until max_run ends");
+        let mut backoff = GIVE_BACK_BACKOFF;
+        for attempt in 1..=GIVE_BACK_TRIES {
+            match claims.release(&self.key, &self.token).await {
+                Ok(_) => return,
+                Err(err) if err.is_retryable() && attempt < GIVE_BACK_TRIES => {
+                    debug!(cron = %name, attempt, cause = %err, "could not give the run claim back; retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff *= 2;
+                }
+                Err(err) => {
+                    warn!(cron = %name, attempt, cause = %err,
+                        "could not give the run claim back; the next ticks are skipped until max_run ends");
+                    return;
+                }
+            }
         }
     }
 }

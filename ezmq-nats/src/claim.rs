@@ -5,8 +5,14 @@
 //!
 //! Expiry is read off the clocks of the clients: with clocks apart by
 //! `s`, a claim can be taken again up to `s` early or late.
+//!
+//! Claims are read from the bucket stream's leader ([`leader_entry`]),
+//! never by the bucket's own `entry`: that one reads by direct get, which
+//! any replica of a replicated bucket answers, and a follower can lag the
+//! leader, so a claim written a moment ago could read as absent.
 
 use async_nats::jetstream::kv::{self, CreateErrorKind, Operation, UpdateErrorKind};
+use async_nats::jetstream::stream::{LastRawMessageError, LastRawMessageErrorKind};
 use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{ClaimOutcome, ExclusiveClaim};
@@ -27,13 +33,48 @@ fn live_holder(entry: &kv::Entry) -> Option<&str> {
     (until > now_ms()).then_some(token)
 }
 
+/// The header a key-value delete or purge carries its operation in.
+const KV_OPERATION: &str = "KV-Operation";
+
+/// `key`'s latest entry in `store` as the bucket stream's leader has it
+/// (JetStream's message-get API, which only the leader answers and which
+/// sees every acknowledged write); `None` when the key was never written.
+async fn leader_entry(
+    store: &kv::Store,
+    key: &str,
+) -> std::result::Result<Option<kv::Entry>, LastRawMessageError> {
+    let subject = format!("{}{key}", store.prefix);
+    let message = match store.stream.get_last_raw_message_by_subject(&subject).await {
+        Ok(message) => message,
+        Err(err) if err.kind() == LastRawMessageErrorKind::NoMessageFound => return Ok(None),
+        Err(err) => return Err(err),
+    };
+    let operation = message
+        .headers
+        .get(KV_OPERATION)
+        .and_then(|op| op.as_str().parse().ok())
+        .unwrap_or(Operation::Put);
+    Ok(Some(kv::Entry {
+        bucket: store.name.clone(),
+        key: key.to_owned(),
+        value: message.payload,
+        revision: message.sequence,
+        delta: 0,
+        created: message.time,
+        operation,
+        seen_current: false,
+    }))
+}
+
 impl NatsBackend {
     /// Takes `key` under `token` for `hold` unless a live holder has it.
     async fn take(&self, key: &Topic, token: &str, hold: Duration) -> Result<bool> {
         let inner = &self.inner;
         let k = inner.names.claim_key(key);
         let value = Bytes::from(format!("{}\n{token}", now_ms().saturating_add(ms(hold))));
-        let entry = inner.timed("claim", inner.claims.entry(k.clone())).await?;
+        let entry = inner
+            .timed("claim", leader_entry(&inner.claims, &k))
+            .await?;
         match entry {
             Some(entry) if entry.operation == Operation::Put => {
                 if live_holder(&entry).is_some() {
@@ -101,7 +142,7 @@ impl ExclusiveClaim for NatsBackend {
         let entry = inner
             .timed(
                 "claim holder",
-                inner.claims.entry(inner.names.claim_key(key)),
+                leader_entry(&inner.claims, &inner.names.claim_key(key)),
             )
             .await?;
         Ok(entry.as_ref().and_then(live_holder).map(str::to_owned))
@@ -111,7 +152,7 @@ impl ExclusiveClaim for NatsBackend {
         let inner = &self.inner;
         let k = inner.names.claim_key(key);
         let entry = inner
-            .timed("release claim", inner.claims.entry(k.clone()))
+            .timed("release claim", leader_entry(&inner.claims, &k))
             .await?;
         let Some(entry) = entry else { return Ok(false) };
         if live_holder(&entry) != Some(token) {

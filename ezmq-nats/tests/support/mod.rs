@@ -96,7 +96,46 @@ impl NatsNode {
             .map_err(|e| format!("starting nats-server: {e}"))?;
         *child = Some(spawned);
         drop(child);
-        wait_port(self.port, Duration::from_secs(20))
+        self.wait_open(Duration::from_secs(20))
+    }
+
+    /// Waits for the client port; fails at once, with the end of the
+    /// server's log, when the server exits first (a port taken meanwhile
+    /// by another process, say).
+    fn wait_open(&self, within: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if port_open(self.port) {
+                return Ok(());
+            }
+            let exited = match self.child.lock().unwrap().as_mut() {
+                Some(watcher) => watcher.try_wait().ok().flatten().is_some(),
+                None => true,
+            };
+            if exited {
+                self.child.lock().unwrap().take();
+                return Err(format!(
+                    "nats-server {} exited before opening 127.0.0.1:{}: {}",
+                    self.name,
+                    self.port,
+                    self.log_tail()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Err(format!(
+            "nats-server {} did not open 127.0.0.1:{} within {within:?}: {}",
+            self.name,
+            self.port,
+            self.log_tail()
+        ))
+    }
+
+    /// The last lines of the server's log, for a failure message.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.store.with_extension("log")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(5)..].join(" | ")
     }
 
     /// Kills the server as a crash would (SIGKILL through its watcher,
@@ -140,26 +179,33 @@ fn port_open(port: u16) -> bool {
     std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
 }
 
-fn wait_port(port: u16, within: Duration) -> Result<(), String> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if port_open(port) {
-            return Ok(());
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Err(format!(
-        "nats-server did not open 127.0.0.1:{port} within {within:?}"
-    ))
-}
-
 /// A single private server; `None` (after a skip line) without
 /// `nats-server`.
 pub(crate) fn single() -> Option<NatsNode> {
     server_bin()?;
-    let node = NatsNode::new("ezmq-single", free_port(), Vec::new());
-    node.start().expect("a private nats-server");
+    let node = with_fresh_ports(|| {
+        let node = NatsNode::new("ezmq-single", free_port(), Vec::new());
+        node.start().map(|()| node)
+    });
     Some(node)
+}
+
+/// Tries to start servers on free ports up to three times: a port found
+/// free can be taken by another process (an outgoing connection's local
+/// port) before the server binds it. Panics (a test helper) when every
+/// try failed.
+fn with_fresh_ports<T>(mut start: impl FnMut() -> Result<T, String>) -> T {
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        match start() {
+            Ok(started) => return started,
+            Err(failure) => {
+                eprintln!("{failure}; trying other ports");
+                failures.push(failure);
+            }
+        }
+    }
+    panic!("nats-server did not start: {failures:?}");
 }
 
 /// A three-node JetStream cluster on loopback.
@@ -173,6 +219,10 @@ impl NatsCluster {
     /// line) without `nats-server`.
     pub(crate) fn start() -> Option<Self> {
         server_bin()?;
+        Some(with_fresh_ports(Self::start_on_free_ports))
+    }
+
+    fn start_on_free_ports() -> Result<Self, String> {
         let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
         let nodes: Vec<NatsNode> = ports
             .iter()
@@ -199,9 +249,9 @@ impl NatsCluster {
             })
             .collect();
         for node in &nodes {
-            node.start().expect("a cluster node");
+            node.start()?;
         }
-        Some(NatsCluster { nodes })
+        Ok(NatsCluster { nodes })
     }
 
     /// Every node's address in one URL.
