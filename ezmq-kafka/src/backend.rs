@@ -15,7 +15,9 @@ use rdkafka::producer::{FutureProducer, Producer};
 
 use crate::cluster::KafkaCluster;
 use crate::config::KafkaConfig;
+use crate::consumer::record::now_ms;
 use crate::consumer::{Consumers, TopicConsumer};
+use crate::delay::{self, mover::Mover, Hop};
 
 /// The Kafka backend: a topic's jobs are records of one Kafka topic
 /// read by one consumer group; see the crate README for what each
@@ -39,6 +41,8 @@ struct Inner {
     cluster: KafkaCluster,
     producer: FutureProducer,
     consumers: Consumers,
+    /// The delay mover, started by the first delayed push or receive.
+    mover: tokio::sync::OnceCell<Mover>,
     closed: AtomicBool,
 }
 
@@ -61,6 +65,7 @@ impl KafkaBackend {
                 cluster,
                 producer,
                 consumers: Mutex::new(HashMap::new()),
+                mover: tokio::sync::OnceCell::new(),
                 closed: AtomicBool::new(false),
             }),
         })
@@ -83,6 +88,57 @@ impl KafkaBackend {
             Err(Error::Shutdown)
         } else {
             Ok(())
+        }
+    }
+
+    /// The client's delay mover, started (with the level topics created)
+    /// at the first call: a client that pushes delayed jobs or listens
+    /// moves delayed jobs.
+    async fn mover(&self) -> Result<&Mover> {
+        self.inner
+            .mover
+            .get_or_try_init(|| async {
+                let config = self.config();
+                let levels = crate::delay::level_topics(&config.prefix);
+                for level in &levels {
+                    self.inner
+                        .cluster
+                        .ensure_topic(level, config.partitions, &[])
+                        .await?;
+                }
+                Mover::start(config, self.inner.producer.clone(), &levels)
+            })
+            .await
+    }
+
+    /// Pushes a job with a delay into the delay level of its wait (or
+    /// straight to its topic when its run time has passed already).
+    async fn publish_delayed(
+        &self,
+        topic: &Topic,
+        body: Bytes,
+        options: &PushOptions,
+        delay: Duration,
+    ) -> Result<JobId> {
+        let destination = self.inner.cluster.queue_topic(topic).await?;
+        self.mover().await?;
+        let now = now_ms();
+        let run_at = delay::run_at_ms(&options.headers, delay, now);
+        let producer = &self.inner.producer;
+        match delay::next_hop(&self.config().prefix, run_at, now) {
+            Hop::Destination => {
+                crate::push::publish(producer, &destination, topic, &body, options).await
+            }
+            Hop::Level {
+                topic: level,
+                due_ms,
+            } => {
+                let extra = [
+                    (delay::DEST_HEADER, destination),
+                    (delay::LEVEL_DUE_HEADER, due_ms.to_string()),
+                ];
+                crate::push::publish_with(producer, &level, topic, &body, options, &extra).await
+            }
         }
     }
 
@@ -132,18 +188,18 @@ impl Backend for KafkaBackend {
 
     /// Lease extension: a record is never taken back while its
     /// listener's process lives (only when its partition moves, after
-    /// the rebalance grace).
+    /// the rebalance grace). Delayed delivery: through the delay levels
+    /// (see the crate README).
     fn abilities(&self) -> Capabilities {
-        Capabilities::none().with(Capability::LeaseExtension)
+        Capabilities::none()
+            .with(Capability::LeaseExtension)
+            .with(Capability::DelayedDelivery)
     }
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
         self.ensure_open()?;
-        if options.delay.is_some_and(|d| !d.is_zero()) {
-            return Err(Error::Unsupported {
-                backend: "kafka",
-                capability: Capability::DelayedDelivery,
-            });
+        if let Some(delay) = options.delay.filter(|d| !d.is_zero()) {
+            return self.publish_delayed(topic, body, options, delay).await;
         }
         let kafka_topic = self.inner.cluster.queue_topic(topic).await?;
         crate::push::publish(&self.inner.producer, &kafka_topic, topic, &body, options).await
@@ -161,6 +217,7 @@ impl Backend for KafkaBackend {
         let Source::Topic(topic) = source else {
             return Err(no_fan_out());
         };
+        self.mover().await?;
         self.consumer(topic).await?.receive(max, wait).await
     }
 
@@ -178,6 +235,9 @@ impl Backend for KafkaBackend {
             .collect();
         for consumer in consumers {
             consumer.close().await;
+        }
+        if let Some(mover) = self.inner.mover.get() {
+            mover.close().await;
         }
         let producer = self.inner.producer.clone();
         let timeout = self.config().command_timeout;

@@ -36,6 +36,7 @@ mod backend;
 mod cluster;
 mod config;
 mod consumer;
+mod delay;
 mod names;
 mod push;
 mod settle;

@@ -52,8 +52,27 @@ pub(crate) async fn publish(
     body: &Bytes,
     options: &PushOptions,
 ) -> Result<JobId> {
+    publish_with(producer, kafka_topic, topic, body, options, &[]).await
+}
+
+/// [`publish`] with Kafka headers of ezmq's own besides the job's (a
+/// delayed job's destination and due time).
+pub(crate) async fn publish_with(
+    producer: &FutureProducer,
+    kafka_topic: &str,
+    topic: &Topic,
+    body: &Bytes,
+    options: &PushOptions,
+    extra: &[(&str, String)],
+) -> Result<JobId> {
     let id = options.stamped_id().unwrap_or_else(JobId::generate);
-    let mut headers = OwnedHeaders::new_with_capacity(options.headers.len() + 1);
+    let mut headers = OwnedHeaders::new_with_capacity(options.headers.len() + 1 + extra.len());
+    for (key, value) in extra {
+        headers = headers.insert(Header {
+            key,
+            value: Some(value.as_str()),
+        });
+    }
     for (name, value) in options.headers.iter() {
         headers = headers.insert(Header {
             key: name,

@@ -31,14 +31,15 @@ impl Broker for SharedKafka {
         "kafka"
     }
 
-    /// Milestone M1: queue stats, peek and lease extension; delays,
-    /// claims, broadcast groups and request-reply come with M2 to M4
-    /// (docs/proposals/kafka.md).
+    /// Milestones M1 and M2: queue stats, peek, lease extension and
+    /// delayed delivery; claims, broadcast groups and request-reply come
+    /// with M3 and M4 (docs/proposals/kafka.md).
     fn expected_capabilities(&self) -> Capabilities {
         Capabilities::none()
             .with(Capability::QueueStats)
             .with(Capability::Peek)
             .with(Capability::LeaseExtension)
+            .with(Capability::DelayedDelivery)
     }
 
     fn url(&self) -> String {

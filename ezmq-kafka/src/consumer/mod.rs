@@ -19,6 +19,7 @@ use ezmq_core::{Error, Result, Topic};
 
 pub(crate) use record::Record;
 pub(crate) use state::State;
+pub(crate) use thread::member_config;
 
 use crate::config::KafkaConfig;
 use crate::settle::KafkaDelivery;

@@ -155,17 +155,27 @@ pub(crate) fn create(
     config: &KafkaConfig,
     shared: &Arc<Shared>,
 ) -> Result<BaseConsumer<MemberContext>> {
-    let session = config.session_timeout;
     let context = MemberContext {
         shared: Arc::clone(shared),
         grace: config.rebalance_grace,
         window: config.max_uncommitted,
         timeout: config.command_timeout,
     };
-    ClientConfig::new()
+    member_config(config, &shared.kafka_topic)
+        .create_with_context(context)
+        .map_err(|err| kafka_setup(&shared.kafka_topic, err))
+}
+
+/// The settings of a member of consumer group `group` (a listener's or
+/// the delay mover's): offsets stored by ezmq and committed every
+/// `commit_interval`, cooperative-sticky assignment, the session and
+/// fetch wait of `config`.
+pub(crate) fn member_config(config: &KafkaConfig, group: &str) -> ClientConfig {
+    let mut member = ClientConfig::new();
+    member
         .set("bootstrap.servers", config.brokers().join(","))
         .set("client.id", "ezmq")
-        .set("group.id", &shared.kafka_topic)
+        .set("group.id", group)
         .set("group.protocol", "classic")
         .set("partition.assignment.strategy", "cooperative-sticky")
         .set("enable.auto.commit", "true")
@@ -173,8 +183,8 @@ pub(crate) fn create(
         .set("auto.commit.interval.ms", millis(config.commit_interval))
         .set("auto.offset.reset", "earliest")
         .set("allow.auto.create.topics", "false")
-        .set("session.timeout.ms", millis(session))
-        .set("heartbeat.interval.ms", millis(session / 4))
+        .set("session.timeout.ms", millis(config.session_timeout))
+        .set("heartbeat.interval.ms", millis(config.session_timeout / 4))
         .set("fetch.wait.max.ms", millis(config.fetch_wait))
         // librdkafka fetches ahead up to 16 MiB (its default record count,
         // 100,000, kept: a shallower prefetch cut the consume rate on the
@@ -185,9 +195,8 @@ pub(crate) fn create(
         .set(
             "socket.connection.setup.timeout.ms",
             millis(config.connect_timeout),
-        )
-        .create_with_context(context)
-        .map_err(|err| kafka_setup(&shared.kafka_topic, err))
+        );
+    member
 }
 
 fn kafka_setup(topic: &str, err: KafkaError) -> Error {
