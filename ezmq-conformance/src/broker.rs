@@ -103,4 +103,15 @@ pub trait Broker: Send + Sync + 'static {
     fn clock_slack(&self) -> Duration {
         Duration::ZERO
     }
+
+    /// How long after listeners on several clients start the broker may
+    /// still be splitting a topic among them, while records of a partition
+    /// changing hands wait (Kafka: a consumer group's rebalance, seconds on
+    /// the test broker). Default zero.
+    /// `high_jobs_overtake_a_backlog_without_starving_it` waits this long
+    /// before it pushes its High job, so that it measures the overtaking,
+    /// not a rebalance.
+    fn listeners_settle(&self) -> Duration {
+        Duration::ZERO
+    }
 }

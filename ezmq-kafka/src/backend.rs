@@ -9,10 +9,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ezmq_core::spi::{Backend, Capabilities, Capability, Delivery, Peek, QueueStats, Source};
+use ezmq_core::spi::{
+    Backend, Capabilities, Capability, ClaimOutcome, Delivery, ExclusiveClaim, Peek, QueueStats,
+    Source,
+};
 use ezmq_core::{Error, Job, JobId, PushOptions, Result, Topic};
 use rdkafka::producer::{FutureProducer, Producer};
 
+use crate::claims::ClaimLog;
 use crate::cluster::KafkaCluster;
 use crate::config::KafkaConfig;
 use crate::consumer::record::now_ms;
@@ -43,6 +47,8 @@ struct Inner {
     consumers: Consumers,
     /// The delay mover, started by the first delayed push or receive.
     mover: tokio::sync::OnceCell<Mover>,
+    /// The claim log, read from the first claim on.
+    claims: tokio::sync::OnceCell<ClaimLog>,
     closed: AtomicBool,
 }
 
@@ -66,6 +72,7 @@ impl KafkaBackend {
                 producer,
                 consumers: Mutex::new(HashMap::new()),
                 mover: tokio::sync::OnceCell::new(),
+                claims: tokio::sync::OnceCell::new(),
                 closed: AtomicBool::new(false),
             }),
         })
@@ -108,6 +115,15 @@ impl KafkaBackend {
                 }
                 Mover::start(config, self.inner.producer.clone(), &levels)
             })
+            .await
+    }
+
+    /// The client's claim log, read from its start at the first claim.
+    async fn claim_log(&self) -> Result<&ClaimLog> {
+        self.ensure_open()?;
+        self.inner
+            .claims
+            .get_or_try_init(|| ClaimLog::start(&self.inner.cluster, self.inner.producer.clone()))
             .await
     }
 
@@ -239,6 +255,9 @@ impl Backend for KafkaBackend {
         if let Some(mover) = self.inner.mover.get() {
             mover.close().await;
         }
+        if let Some(claims) = self.inner.claims.get() {
+            claims.close().await;
+        }
         let producer = self.inner.producer.clone();
         let timeout = self.config().command_timeout;
         let flushed = tokio::task::spawn_blocking(move || producer.flush(timeout)).await;
@@ -255,6 +274,31 @@ impl Backend for KafkaBackend {
 
     fn peek(&self) -> Option<&dyn Peek> {
         Some(self)
+    }
+
+    fn exclusive_claim(&self) -> Option<&dyn ExclusiveClaim> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl ExclusiveClaim for KafkaBackend {
+    async fn try_claim(&self, key: &Topic, hold: Duration) -> Result<bool> {
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let outcome = self.claim_log().await?.claim(key, &token, hold).await?;
+        Ok(outcome == ClaimOutcome::Won)
+    }
+
+    async fn claim(&self, key: &Topic, token: &str, hold: Duration) -> Result<ClaimOutcome> {
+        self.claim_log().await?.claim(key, token, hold).await
+    }
+
+    async fn holder(&self, key: &Topic) -> Result<Option<String>> {
+        self.claim_log().await?.holder(key).await
+    }
+
+    async fn release(&self, key: &Topic, token: &str) -> Result<bool> {
+        self.claim_log().await?.release(key, token).await
     }
 }
 

@@ -33,6 +33,8 @@
 #![forbid(unsafe_code)]
 
 mod backend;
+mod background;
+mod claims;
 mod cluster;
 mod config;
 mod consumer;

@@ -102,7 +102,7 @@ pub(crate) async fn publish_with(
 
 /// The error of a produce that failed: a timed-out or cut-off one may
 /// have been stored.
-fn not_stored(topic: &Topic, err: KafkaError) -> Error {
+pub(crate) fn not_stored(topic: &Topic, err: KafkaError) -> Error {
     match err.rdkafka_error_code() {
         Some(
             RDKafkaErrorCode::MessageTimedOut

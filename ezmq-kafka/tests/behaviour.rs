@@ -11,6 +11,13 @@ use ezmq_conformance::{behaviour_suite, Broker};
 use ezmq_core::spi::{Capabilities, Capability};
 use ezmq_kafka::KafkaConfig;
 
+/// The listeners' fetch wait. nisshi answers a fetch of an idle
+/// partition only when it reads its storage again, half the wait after
+/// the request (Kafka answers as a record arrives): at the default
+/// 100 ms a High job reached its idle lane 50–150 ms after its push, while
+/// the busy Low lane started 31 to 63 jobs (the priority case allows 24).
+const FETCH_WAIT: Duration = Duration::from_millis(10);
+
 /// The shared Kafka broker.
 #[derive(Debug)]
 struct SharedKafka;
@@ -22,6 +29,7 @@ impl SharedKafka {
             .with_prefix(PREFIX.get_or_init(support::prefix).as_str())
             .with_partitions(3)
             .with_connect_timeout(Duration::from_secs(3))
+            .with_fetch_wait(FETCH_WAIT)
     }
 }
 
@@ -31,15 +39,20 @@ impl Broker for SharedKafka {
         "kafka"
     }
 
-    /// Milestones M1 and M2: queue stats, peek, lease extension and
-    /// delayed delivery; claims, broadcast groups and request-reply come
-    /// with M3 and M4 (docs/proposals/kafka.md).
+    /// Milestones M1 to M3: queue stats, peek, lease extension, delayed
+    /// delivery, and exclusive claims with what core builds on them;
+    /// broadcast groups and request-reply come with M4
+    /// (docs/proposals/kafka.md).
     fn expected_capabilities(&self) -> Capabilities {
         Capabilities::none()
             .with(Capability::QueueStats)
             .with(Capability::Peek)
             .with(Capability::LeaseExtension)
             .with(Capability::DelayedDelivery)
+            .with(Capability::ExclusiveClaim)
+            .with(Capability::RateLimit)
+            .with(Capability::GlobalConcurrency)
+            .with(Capability::Priorities)
     }
 
     fn url(&self) -> String {
@@ -66,6 +79,14 @@ impl Broker for SharedKafka {
 
     fn short_lease(&self) -> Duration {
         Duration::from_secs(3)
+    }
+
+    /// Each priority lane is a topic with a consumer group: two clients
+    /// joining it rebalance it, and nisshi took up to 6 s for a first
+    /// join (tests/spike.rs). A High job pushed meanwhile waited for its
+    /// partition's new owner while 142 Low jobs started.
+    fn listeners_settle(&self) -> Duration {
+        Duration::from_secs(5)
     }
 }
 

@@ -87,7 +87,7 @@ pub async fn high_jobs_overtake_a_backlog_without_starving_it(ctx: Ctx) {
         listen(client, &name, Arc::clone(&work), tx.clone()).await;
     }
     let mut starts = recv_n(&mut rx, 50, SOON, "the first Low jobs").await;
-
+    tokio::time::sleep(ctx.broker().listeners_settle()).await;
     starts.extend(drain(&mut rx));
     let pushed_at = starts.len();
     push_prioritized(a, &name, "high-first", 1, Priority::High).await;

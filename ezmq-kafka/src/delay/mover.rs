@@ -25,9 +25,9 @@ use rdkafka::message::{BorrowedMessage, Header, Headers as _, Message, OwnedHead
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord};
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use super::{next_hop, Hop, DEST_HEADER, LEVEL_DUE_HEADER, READ_AHEAD};
+use crate::background::Background;
 use crate::config::KafkaConfig;
 use crate::consumer::member_config;
 use crate::consumer::record::now_ms;
@@ -198,8 +198,7 @@ fn partitions_list(keys: &[Key]) -> TopicPartitionList {
 /// The client's mover, owned by the backend: [`Mover::close`] ends and
 /// joins its task.
 pub(crate) struct Mover {
-    stop: watch::Sender<bool>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    task: Background,
 }
 
 impl std::fmt::Debug for Mover {
@@ -227,44 +226,18 @@ impl Mover {
         consumer
             .subscribe(&topics)
             .map_err(|err| setup("joining the delay mover's group", err))?;
-        let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(run(
-            consumer,
-            state,
-            producer,
-            config.prefix.clone(),
-            config.command_timeout,
-            stopped,
-        ));
+        let (prefix, timeout) = (config.prefix.clone(), config.command_timeout);
+        let task = Background::spawn("delay mover", move |stopped| {
+            run(consumer, state, producer, prefix, timeout, stopped)
+        });
         tracing::debug!(group, "Kafka delay mover started");
-        Ok(Mover {
-            stop,
-            task: Mutex::new(Some(task)),
-        })
+        Ok(Mover { task })
     }
 
     /// Stops moving: waits for the writes under way, commits, leaves the
     /// group.
     pub(crate) async fn close(&self) {
-        let _ = self.stop.send(true);
-        let task = self
-            .task
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(task) = task {
-            if let Err(err) = task.await {
-                tracing::warn!(error = %err, "the Kafka delay mover did not end cleanly");
-            }
-        }
-    }
-}
-
-impl Drop for Mover {
-    fn drop(&mut self) {
-        // The task ends by itself (dropped unjoined only when the client
-        // was dropped without closing).
-        let _ = self.stop.send(true);
+        self.task.stop().await;
     }
 }
 
