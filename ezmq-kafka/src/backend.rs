@@ -107,12 +107,10 @@ impl KafkaBackend {
             .get_or_try_init(|| async {
                 let config = self.config();
                 let levels = crate::delay::level_topics(&config.prefix);
-                for level in &levels {
-                    self.inner
-                        .cluster
-                        .ensure_topic(level, config.partitions, &[])
-                        .await?;
-                }
+                self.inner
+                    .cluster
+                    .ensure_topics(&levels, config.partitions)
+                    .await?;
                 Mover::start(config, self.inner.producer.clone(), &levels)
             })
             .await

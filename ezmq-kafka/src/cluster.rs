@@ -144,18 +144,44 @@ impl KafkaCluster {
         if self.known(name) {
             return Ok(());
         }
-        let config = &self.inner.config;
-        let replication = TopicReplication::Fixed(config.replication);
+        let replication = TopicReplication::Fixed(self.inner.config.replication);
         let mut topic =
             NewTopic::new(name, partitions, replication).set("cleanup.policy", "delete");
         for (key, value) in configs {
             topic = topic.set(key, value);
         }
+        self.create(&[topic]).await?;
+        tracing::debug!(topic = name, partitions, "Kafka topic ready");
+        Ok(())
+    }
+
+    /// [`KafkaCluster::ensure_topic`] for several topics with no configs
+    /// of their own, in one request.
+    pub(crate) async fn ensure_topics(&self, names: &[String], partitions: i32) -> Result<()> {
+        let replication = self.inner.config.replication;
+        let topics: Vec<NewTopic<'_>> = names
+            .iter()
+            .filter(|name| !self.known(name))
+            .map(|name| {
+                NewTopic::new(name, partitions, TopicReplication::Fixed(replication))
+                    .set("cleanup.policy", "delete")
+            })
+            .collect();
+        if !topics.is_empty() {
+            self.create(&topics).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates `topics` in one request; one that exists already counts as
+    /// created.
+    async fn create(&self, topics: &[NewTopic<'_>]) -> Result<()> {
+        let config = &self.inner.config;
         let options = AdminOptions::new().operation_timeout(Some(config.command_timeout));
         let results = self
             .inner
             .admin
-            .create_topics([&topic], &options)
+            .create_topics(topics, &options)
             .await
             .map_err(|err| kafka_error("create topic", err))?;
         for result in results {
@@ -170,9 +196,8 @@ impl KafkaCluster {
             }
         }
         if let Ok(mut created) = self.inner.created.lock() {
-            created.insert(name.to_owned());
+            created.extend(topics.iter().map(|topic| topic.name.to_owned()));
         }
-        tracing::debug!(topic = name, partitions, "Kafka topic ready");
         Ok(())
     }
 
