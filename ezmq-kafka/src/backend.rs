@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{
     Backend, Capabilities, Capability, ClaimOutcome, Delivery, ExclusiveClaim, Peek, QueueStats,
-    Source,
+    ReplyChannel, Source,
 };
 use ezmq_core::{Error, Job, JobId, PushOptions, Result, Topic};
 use rdkafka::producer::{FutureProducer, Producer};
@@ -83,6 +83,14 @@ impl KafkaBackend {
         self.inner.cluster.config()
     }
 
+    pub(crate) fn cluster(&self) -> &KafkaCluster {
+        &self.inner.cluster
+    }
+
+    pub(crate) fn producer(&self) -> &FutureProducer {
+        &self.inner.producer
+    }
+
     /// The Kafka topic holding `topic`'s jobs, created first when this
     /// client has not seen it ([`KafkaCluster::queue_topic`]): for tools
     /// and raw clients that read or write the same records.
@@ -90,7 +98,7 @@ impl KafkaBackend {
         self.inner.cluster.queue_topic(topic).await
     }
 
-    fn ensure_open(&self) -> Result<()> {
+    pub(crate) fn ensure_open(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
             Err(Error::Shutdown)
         } else {
@@ -275,6 +283,10 @@ impl Backend for KafkaBackend {
     }
 
     fn exclusive_claim(&self) -> Option<&dyn ExclusiveClaim> {
+        Some(self)
+    }
+
+    fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
         Some(self)
     }
 }

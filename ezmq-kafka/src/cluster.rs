@@ -201,6 +201,51 @@ impl KafkaCluster {
         Ok(())
     }
 
+    /// Deletes topic `name` (one that is gone already counts as deleted).
+    pub(crate) async fn delete_topic(&self, name: &str) -> Result<()> {
+        let options =
+            AdminOptions::new().operation_timeout(Some(self.inner.config.command_timeout));
+        let results = self
+            .inner
+            .admin
+            .delete_topics(&[name], &options)
+            .await
+            .map_err(|err| kafka_error("delete topic", err))?;
+        for result in results {
+            match result {
+                Ok(_) | Err((_, RDKafkaErrorCode::UnknownTopicOrPartition)) => {}
+                Err((topic, code)) => {
+                    return Err(Error::backend(
+                        format!("deleting Kafka topic {topic:?} failed: {code}"),
+                        true,
+                    ));
+                }
+            }
+        }
+        if let Ok(mut created) = self.inner.created.lock() {
+            created.remove(name);
+        }
+        Ok(())
+    }
+
+    /// The names of the cluster's topics that start with `prefix`.
+    pub(crate) async fn topics_starting_with(&self, prefix: &str) -> Result<Vec<String>> {
+        let admin = Arc::clone(&self.inner.admin);
+        let timeout = self.inner.config.command_timeout;
+        let metadata =
+            tokio::task::spawn_blocking(move || admin.inner().fetch_metadata(None, timeout))
+                .await
+                .map_err(|err| Error::backend(format!("reading Kafka topics: {err}"), true))?
+                .map_err(|err| kafka_error("metadata", err))?;
+        Ok(metadata
+            .topics()
+            .iter()
+            .map(|topic| topic.name())
+            .filter(|name| name.starts_with(prefix))
+            .map(str::to_owned)
+            .collect())
+    }
+
     fn known(&self, name: &str) -> bool {
         self.inner
             .created

@@ -41,6 +41,7 @@ mod consumer;
 mod delay;
 mod names;
 mod push;
+mod reply;
 mod settle;
 mod stats;
 

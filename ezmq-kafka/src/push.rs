@@ -27,6 +27,9 @@ pub(crate) fn create(config: &KafkaConfig) -> Result<FutureProducer> {
         .set("bootstrap.servers", config.brokers().join(","))
         .set("client.id", "ezmq")
         .set("enable.idempotence", "true")
+        // ezmq creates every topic it writes to; a reply to an inbox that
+        // was closed (its topic deleted) must not create it again.
+        .set("allow.auto.create.topics", "false")
         .set("linger.ms", "1")
         // A broker back from a restart is found within a second.
         .set("reconnect.backoff.max.ms", "1000")

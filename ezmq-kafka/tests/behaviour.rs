@@ -39,10 +39,10 @@ impl Broker for SharedKafka {
         "kafka"
     }
 
-    /// Milestones M1 to M3: queue stats, peek, lease extension, delayed
-    /// delivery, and exclusive claims with what core builds on them;
-    /// broadcast groups and request-reply come with M4
-    /// (docs/proposals/kafka.md).
+    /// Milestones M1 to M3 and request-reply of M4: queue stats, peek,
+    /// lease extension, delayed delivery, exclusive claims with what core
+    /// builds on them, and reply inboxes; broadcast groups come with the
+    /// rest of M4 (docs/proposals/kafka.md).
     fn expected_capabilities(&self) -> Capabilities {
         Capabilities::none()
             .with(Capability::QueueStats)
@@ -53,6 +53,7 @@ impl Broker for SharedKafka {
             .with(Capability::RateLimit)
             .with(Capability::GlobalConcurrency)
             .with(Capability::Priorities)
+            .with(Capability::RequestReply)
     }
 
     fn url(&self) -> String {

@@ -17,14 +17,7 @@ async fn backend(prefix: &str) -> Option<KafkaBackend> {
         .with_prefix(prefix)
         .with_partitions(1)
         .with_connect_timeout(Duration::from_secs(3));
-    match KafkaBackend::connect(config).await {
-        Ok(backend) => Some(backend),
-        Err(err) if err.is_connection_error() => {
-            ezmq_test_support::skip_or_require("kafka", &support::url(), &err);
-            None
-        }
-        Err(err) => panic!("connecting to {}: {err}", support::url()),
-    }
+    support::backend(config).await
 }
 
 fn key(name: &str) -> Topic {
@@ -100,10 +93,7 @@ async fn one_winner_per_key_and_late_readers_agree() {
             "k{k}: {holders:?}"
         );
     }
-    for client in clients.iter().chain([&late]) {
-        ezmq_core::spi::Backend::close(client).await.expect("close");
-    }
-    support::delete_topics(&[&format!("{prefix}.claims")]).await;
+    support::close_and_clean(&[&clients[0], &clients[1], &clients[2], &late], &prefix).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -149,8 +139,5 @@ async fn holds_end_on_time_and_only_the_holder_releases() {
         b.claim(&u, "t-b", Duration::from_secs(600)).await.unwrap(),
         ClaimOutcome::Won
     );
-    for client in [&a, &b] {
-        ezmq_core::spi::Backend::close(client).await.expect("close");
-    }
-    support::delete_topics(&[&format!("{prefix}.claims")]).await;
+    support::close_and_clean(&[&a, &b], &prefix).await;
 }

@@ -64,7 +64,9 @@ impl std::fmt::Debug for ClaimLog {
     }
 }
 
-fn reader_config(config: &KafkaConfig, group: &str) -> ClientConfig {
+/// The settings of a consumer assigned its partitions (the claims reader,
+/// a reply inbox): it joins no group and commits nothing.
+pub(crate) fn reader_config(config: &KafkaConfig, group: &str) -> ClientConfig {
     let mut reader = ClientConfig::new();
     reader
         .set("bootstrap.servers", config.brokers().join(","))

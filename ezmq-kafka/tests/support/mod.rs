@@ -6,7 +6,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ezmq_kafka::{KafkaCluster, KafkaConfig};
+use ezmq_kafka::{KafkaBackend, KafkaCluster, KafkaConfig};
 use rdkafka::admin::{AdminClient, AdminOptions};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
@@ -42,6 +42,30 @@ pub(crate) async fn cluster() -> Option<KafkaCluster> {
         }
         Err(err) => panic!("connecting to {}: {err}", url()),
     }
+}
+
+/// A backend of the test broker with `config`, or `None` after the skip
+/// line (a panic when Kafka is required).
+pub(crate) async fn backend(config: KafkaConfig) -> Option<KafkaBackend> {
+    match KafkaBackend::connect(config).await {
+        Ok(backend) => Some(backend),
+        Err(err) if err.is_connection_error() => {
+            ezmq_test_support::skip_or_require("kafka", &url(), &err);
+            None
+        }
+        Err(err) => panic!("connecting to {}: {err}", url()),
+    }
+}
+
+/// Closes `backends`, then deletes the claim log of `prefix` (what a
+/// test of claims or inboxes leaves).
+pub(crate) async fn close_and_clean(backends: &[&KafkaBackend], prefix: &str) {
+    for backend in backends {
+        ezmq_core::spi::Backend::close(*backend)
+            .await
+            .expect("close");
+    }
+    delete_topics(&[&format!("{prefix}.claims")]).await;
 }
 
 /// `bootstrap.servers` for a raw rdkafka client of the test broker.
