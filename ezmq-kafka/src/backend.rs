@@ -10,8 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{
-    Backend, Capabilities, Capability, ClaimOutcome, Delivery, ExclusiveClaim, Peek, QueueStats,
-    ReplyChannel, Source,
+    Backend, Capabilities, Capability, ClaimOutcome, Delivery, ExclusiveClaim, FanOut, Peek,
+    QueueStats, ReplyChannel, Source,
 };
 use ezmq_core::{Error, Job, JobId, PushOptions, Result, Topic};
 use rdkafka::producer::{FutureProducer, Producer};
@@ -133,16 +133,17 @@ impl KafkaBackend {
             .await
     }
 
-    /// Pushes a job with a delay into the delay level of its wait (or
-    /// straight to its topic when its run time has passed already).
-    async fn publish_delayed(
+    /// Pushes a job for Kafka topic `destination` with a delay into the
+    /// delay level of its wait (or straight to `destination` when its run
+    /// time has passed already).
+    pub(crate) async fn publish_delayed(
         &self,
         topic: &Topic,
+        destination: String,
         body: Bytes,
         options: &PushOptions,
         delay: Duration,
     ) -> Result<JobId> {
-        let destination = self.inner.cluster.queue_topic(topic).await?;
         self.mover().await?;
         let now = now_ms();
         let run_at = delay::run_at_ms(&options.headers, delay, now);
@@ -164,41 +165,58 @@ impl KafkaBackend {
         }
     }
 
-    /// The consumer of `topic`, started at its first receive.
-    async fn consumer(&self, topic: &Topic) -> Result<Arc<TopicConsumer>> {
-        let kafka_topic = self.inner.cluster.queue_topic(topic).await?;
+    /// The Kafka topic and consumer group `source` reads: a queue's topic
+    /// and the group named as it, or a broadcast topic and the group's
+    /// own (`<prefix>.g.<topic>.<group>`).
+    fn names_of(&self, source: &Source) -> (String, String) {
+        let prefix = &self.config().prefix;
+        let topic = source.topic();
+        match source.group() {
+            None => {
+                let queue = crate::names::queue(prefix, topic);
+                (queue.clone(), queue)
+            }
+            Some(group) => (
+                crate::fan_out::broadcast_topic(prefix, topic),
+                crate::fan_out::group_id(prefix, topic, group),
+            ),
+        }
+    }
+
+    /// The consumer of `source`, started at its first receive.
+    async fn consumer(&self, source: &Source) -> Result<Arc<TopicConsumer>> {
+        let (kafka_topic, group) = self.names_of(source);
+        let partitions = self.config().partitions;
+        self.inner
+            .cluster
+            .ensure_topic(&kafka_topic, partitions, &[])
+            .await?;
         let mut consumers = self
             .inner
             .consumers
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if let Some(consumer) = consumers.get(&kafka_topic) {
+        if let Some(consumer) = consumers.get(&group) {
             return Ok(Arc::clone(consumer));
         }
         let consumer = Arc::new(TopicConsumer::start(
             self.config(),
-            topic.clone(),
-            kafka_topic.clone(),
+            source.topic().clone(),
+            kafka_topic,
+            group.clone(),
         )?);
-        consumers.insert(kafka_topic, Arc::clone(&consumer));
+        consumers.insert(group, Arc::clone(&consumer));
         Ok(consumer)
     }
 
-    fn existing_consumer(&self, topic: &Topic) -> Option<Arc<TopicConsumer>> {
-        let name = crate::names::queue(&self.config().prefix, topic);
+    fn existing_consumer(&self, source: &Source) -> Option<Arc<TopicConsumer>> {
+        let (_, group) = self.names_of(source);
         self.inner
             .consumers
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&name)
+            .get(&group)
             .cloned()
-    }
-}
-
-fn no_fan_out() -> Error {
-    Error::Unsupported {
-        backend: "kafka",
-        capability: Capability::FanOut,
     }
 }
 
@@ -220,15 +238,17 @@ impl Backend for KafkaBackend {
 
     async fn publish(&self, topic: &Topic, body: Bytes, options: &PushOptions) -> Result<JobId> {
         self.ensure_open()?;
-        if let Some(delay) = options.delay.filter(|d| !d.is_zero()) {
-            return self.publish_delayed(topic, body, options, delay).await;
-        }
         let kafka_topic = self.inner.cluster.queue_topic(topic).await?;
+        if let Some(delay) = options.delay.filter(|d| !d.is_zero()) {
+            return self
+                .publish_delayed(topic, kafka_topic, body, options, delay)
+                .await;
+        }
         crate::push::publish(&self.inner.producer, &kafka_topic, topic, &body, options).await
     }
 
     async fn pause_receiving(&self, source: &Source) -> Result<()> {
-        if let Some(consumer) = self.existing_consumer(source.topic()) {
+        if let Some(consumer) = self.existing_consumer(source) {
             consumer.pause();
         }
         Ok(())
@@ -236,11 +256,8 @@ impl Backend for KafkaBackend {
 
     async fn receive(&self, source: &Source, max: usize, wait: Duration) -> Result<Vec<Delivery>> {
         self.ensure_open()?;
-        let Source::Topic(topic) = source else {
-            return Err(no_fan_out());
-        };
         self.mover().await?;
-        self.consumer(topic).await?.receive(max, wait).await
+        self.consumer(source).await?.receive(max, wait).await
     }
 
     async fn close(&self) -> Result<()> {
@@ -287,6 +304,10 @@ impl Backend for KafkaBackend {
     }
 
     fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
+        Some(self)
+    }
+
+    fn fan_out(&self) -> Option<&dyn FanOut> {
         Some(self)
     }
 }

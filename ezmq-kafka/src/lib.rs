@@ -39,6 +39,7 @@ mod cluster;
 mod config;
 mod consumer;
 mod delay;
+mod fan_out;
 mod names;
 mod push;
 mod reply;

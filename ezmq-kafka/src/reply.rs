@@ -153,7 +153,7 @@ impl ReplyChannel for KafkaBackend {
         tracing::debug!(inbox = %address, "reply inbox opened");
         Ok(Box::new(KafkaInbox {
             address,
-            consumer: Mutex::new(consumer),
+            consumer: Mutex::new(Some(consumer)),
             cluster: self.cluster().clone(),
             renewal,
             closed: AtomicBool::new(false),
@@ -195,10 +195,10 @@ fn reply_failed(address: &str, err: KafkaError) -> Error {
     }
 }
 
-/// An open inbox: its topic and the consumer assigned it.
+/// An open inbox: its topic and the consumer assigned it (until closed).
 struct KafkaInbox {
     address: String,
-    consumer: Mutex<StreamConsumer>,
+    consumer: Mutex<Option<StreamConsumer>>,
     cluster: KafkaCluster,
     renewal: Background,
     closed: AtomicBool,
@@ -238,7 +238,10 @@ impl Inbox for KafkaInbox {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::Shutdown);
         }
-        let consumer = self.consumer.lock().await;
+        let guard = self.consumer.lock().await;
+        let Some(consumer) = guard.as_ref() else {
+            return Err(Error::Shutdown);
+        };
         let first = match tokio::time::timeout(wait, consumer.recv()).await {
             Err(_) => return Ok(Vec::new()),
             Ok(Err(err)) => return Err(kafka_error("receive replies", err)),
@@ -259,6 +262,11 @@ impl Inbox for KafkaInbox {
             return Ok(());
         }
         self.renewal.stop().await;
+        // The consumer goes first: the broker drops the connection of a
+        // fetch from a deleted topic, which librdkafka logs as an error.
+        if let Some(consumer) = self.consumer.lock().await.take() {
+            let _ = tokio::task::spawn_blocking(move || drop(consumer)).await;
+        }
         self.cluster.delete_topic(&self.address).await?;
         tracing::debug!(inbox = %self.address, "reply inbox closed");
         Ok(())

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use ezmq_core::{Error, Job, Result, Topic};
 use rdkafka::config::ClientConfig;
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use crate::cluster::kafka_error;
@@ -29,12 +29,12 @@ fn observer(config: &KafkaConfig, group: &str) -> Result<BaseConsumer> {
         .map_err(|err| Error::backend(format!("creating a Kafka observer failed: {err}"), false))
 }
 
-/// Each partition's (start, committed-or-start, end) offsets.
-fn positions(
+/// Each partition of `topic` with the group's committed offset on it.
+fn committed(
     consumer: &BaseConsumer,
     topic: &str,
     timeout: Duration,
-) -> Result<Vec<(i32, i64, i64)>> {
+) -> Result<Vec<(i32, Option<i64>)>> {
     let metadata = consumer
         .fetch_metadata(Some(topic), timeout)
         .map_err(|err| kafka_error("metadata", err))?;
@@ -61,18 +61,77 @@ fn positions(
         .iter()
         .map(|e| (e.partition(), e.offset()))
         .collect();
-    let mut out = Vec::with_capacity(partitions.len());
-    for p in partitions {
+    Ok(partitions
+        .into_iter()
+        .map(|p| match committed.get(&p) {
+            Some(Offset::Offset(offset)) => (p, Some(*offset)),
+            _ => (p, None),
+        })
+        .collect())
+}
+
+/// Each partition's (start, committed-or-start, end) offsets.
+fn positions(
+    consumer: &BaseConsumer,
+    topic: &str,
+    timeout: Duration,
+) -> Result<Vec<(i32, i64, i64)>> {
+    let mut out = Vec::new();
+    for (p, committed) in committed(consumer, topic, timeout)? {
         let (low, high) = consumer
             .fetch_watermarks(topic, p, timeout)
             .map_err(|err| kafka_error("watermarks", err))?;
-        let from = match committed.get(&p) {
-            Some(Offset::Offset(offset)) => (*offset).clamp(low, high),
-            _ => low,
-        };
-        out.push((p, from, high));
+        out.push((p, committed.map_or(low, |c| c.clamp(low, high)), high));
     }
     Ok(out)
+}
+
+/// True when `group` has committed an offset on some partition of
+/// `kafka_topic`.
+pub(crate) async fn group_has_offsets(
+    config: &KafkaConfig,
+    kafka_topic: &str,
+    group: &str,
+) -> Result<bool> {
+    let (config, kafka_topic, group) = (config.clone(), kafka_topic.to_owned(), group.to_owned());
+    blocking(move || {
+        let consumer = observer(&config, &group)?;
+        Ok(committed(&consumer, &kafka_topic, config.command_timeout)?
+            .iter()
+            .any(|(_, c)| c.is_some()))
+    })
+    .await
+}
+
+/// Commits `kafka_topic`'s end offsets for `group` unless it has
+/// committed offsets already, so a new group gets what is published from
+/// now on. The group has no member yet: a commit from outside it.
+pub(crate) async fn start_group_at_end(
+    config: &KafkaConfig,
+    kafka_topic: &str,
+    group: &str,
+) -> Result<()> {
+    let (config, kafka_topic, group) = (config.clone(), kafka_topic.to_owned(), group.to_owned());
+    blocking(move || {
+        let consumer = observer(&config, &group)?;
+        let timeout = config.command_timeout;
+        let partitions = committed(&consumer, &kafka_topic, timeout)?;
+        if partitions.iter().any(|(_, c)| c.is_some()) {
+            return Ok(());
+        }
+        let mut list = TopicPartitionList::with_capacity(partitions.len());
+        for (p, _) in partitions {
+            let (_, high) = consumer
+                .fetch_watermarks(&kafka_topic, p, timeout)
+                .map_err(|err| kafka_error("watermarks", err))?;
+            list.add_partition_offset(&kafka_topic, p, Offset::Offset(high))
+                .map_err(|err| kafka_error("start group", err))?;
+        }
+        consumer
+            .commit(&list, CommitMode::Sync)
+            .map_err(|err| kafka_error("start group", err))
+    })
+    .await
 }
 
 /// Records of `topic` not committed by its group: waiting ones, and the

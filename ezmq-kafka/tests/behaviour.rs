@@ -39,10 +39,10 @@ impl Broker for SharedKafka {
         "kafka"
     }
 
-    /// Milestones M1 to M3 and request-reply of M4: queue stats, peek,
-    /// lease extension, delayed delivery, exclusive claims with what core
-    /// builds on them, and reply inboxes; broadcast groups come with the
-    /// rest of M4 (docs/proposals/kafka.md).
+    /// Milestones M1 to M4: queue stats, peek, lease extension, delayed
+    /// delivery, exclusive claims with what core builds on them, reply
+    /// inboxes and broadcast groups (docs/proposals/kafka.md). Not
+    /// planned: idempotent push and the job store.
     fn expected_capabilities(&self) -> Capabilities {
         Capabilities::none()
             .with(Capability::QueueStats)
@@ -54,6 +54,7 @@ impl Broker for SharedKafka {
             .with(Capability::GlobalConcurrency)
             .with(Capability::Priorities)
             .with(Capability::RequestReply)
+            .with(Capability::FanOut)
     }
 
     fn url(&self) -> String {

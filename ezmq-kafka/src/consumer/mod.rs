@@ -40,8 +40,11 @@ pub(crate) struct Shared {
     closing: AtomicBool,
     /// The ezmq topic, for the jobs and the logs.
     pub(crate) topic: Topic,
-    /// The Kafka topic (and group) read.
+    /// The Kafka topic read.
     pub(crate) kafka_topic: String,
+    /// The consumer group (a queue's is named as its topic; a broadcast
+    /// group's is its own).
+    pub(crate) group: String,
 }
 
 impl Shared {
@@ -73,9 +76,15 @@ pub(crate) struct TopicConsumer {
 }
 
 impl TopicConsumer {
-    /// Starts the thread for `kafka_topic` (group of the same name); it
-    /// joins the group at the first [`TopicConsumer::receive`].
-    pub(crate) fn start(config: &KafkaConfig, topic: Topic, kafka_topic: String) -> Result<Self> {
+    /// Starts the thread for `kafka_topic` read by consumer group
+    /// `group`; it joins the group at the first
+    /// [`TopicConsumer::receive`].
+    pub(crate) fn start(
+        config: &KafkaConfig,
+        topic: Topic,
+        kafka_topic: String,
+        group: String,
+    ) -> Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             settled: Condvar::new(),
@@ -84,6 +93,7 @@ impl TopicConsumer {
             closing: AtomicBool::new(false),
             topic,
             kafka_topic,
+            group,
         });
         let consumer = thread::create(config, &shared)?;
         let running = Arc::clone(&shared);
@@ -175,5 +185,5 @@ impl Drop for TopicConsumer {
     }
 }
 
-/// The consumers of one backend, by Kafka topic.
+/// The consumers of one backend, by consumer group.
 pub(crate) type Consumers = Mutex<HashMap<String, Arc<TopicConsumer>>>;

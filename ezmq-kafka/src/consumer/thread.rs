@@ -161,7 +161,7 @@ pub(crate) fn create(
         window: config.max_uncommitted,
         timeout: config.command_timeout,
     };
-    member_config(config, &shared.kafka_topic)
+    member_config(config, &shared.group)
         .create_with_context(context)
         .map_err(|err| kafka_setup(&shared.kafka_topic, err))
 }
