@@ -90,6 +90,15 @@ impl Broker for SharedKafka {
     fn listeners_settle(&self) -> Duration {
         Duration::from_secs(5)
     }
+
+    /// Core's limiter takes each 100 ms slice's tokens with claims, each a
+    /// round trip through the claim log. With the suite's 33 cases on
+    /// nisshi and two cores, claims slow down and some slices' tokens go
+    /// unclaimed: six full-suite runs measured 44.5–47.8 jobs/s of 50. The
+    /// limit itself (never above it) is checked as on every broker.
+    fn rate_limit_floor(&self) -> f64 {
+        0.8
+    }
 }
 
 behaviour_suite!(super::SharedKafka);

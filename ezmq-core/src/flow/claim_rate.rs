@@ -98,8 +98,36 @@ impl ClaimRateLimiter {
         limit: &RateLimit,
         want: u32,
     ) -> Result<Grant> {
-        self.take_at(claims, bucket, limit, want, unix_millis())
-            .await
+        let grant = self
+            .take_at(claims, bucket, limit, want, unix_millis())
+            .await?;
+        Ok(self.after_claims(grant, limit, unix_millis()))
+    }
+
+    /// `grant` as of `now_ms`, once its claims returned: they take time
+    /// (tens of milliseconds on a loaded broker), so the waits counted from
+    /// before them are shortened by it. When the slice ended meanwhile, the
+    /// new one is asked for at once instead of a whole slice later, which
+    /// lost a slice's tokens whenever a claim took longer than what was
+    /// left of its slice.
+    fn after_claims(&self, mut grant: Grant, limit: &RateLimit, now_ms: u64) -> Grant {
+        let slice_ms = Slicing::of(limit).slice_ms;
+        let now_slice = now_ms / slice_ms;
+        let usable_until = self.slice.saturating_add(2).saturating_mul(slice_ms);
+        grant.usable_for = Duration::from_millis(usable_until.saturating_sub(now_ms));
+        if !grant.retry_after.is_zero() {
+            grant.retry_after = if now_slice > self.slice {
+                Duration::ZERO
+            } else {
+                Duration::from_millis(
+                    now_slice
+                        .saturating_add(1)
+                        .saturating_mul(slice_ms)
+                        .saturating_sub(now_ms),
+                )
+            };
+        }
+        grant
     }
 
     async fn take_at(
@@ -267,5 +295,34 @@ mod tests {
             next.tokens, 5,
             "a listener that wants them all gets them all"
         );
+    }
+
+    #[tokio::test]
+    async fn a_slow_claim_shortens_the_waits_counted_before_it() {
+        let claims = Claims::default();
+        let bucket = Topic::new("mail").expect("topic");
+        let limit = RateLimit::new(50, SECOND);
+        let mut limiter = ClaimRateLimiter::new();
+        let asked = 1_000_000_050; // half-way through a 100 ms slice
+        let grant = limiter
+            .take_at(&claims, &bucket, &limit, 8, asked)
+            .await
+            .expect("take");
+        assert_eq!(grant.tokens, 5);
+        // The claims returned 30 ms later: 120 ms of use left, not 150.
+        let late = limiter.after_claims(grant, &limit, asked + 30);
+        assert_eq!(late.usable_for, Duration::from_millis(120));
+        let empty = Grant {
+            tokens: 0,
+            usable_for: Duration::ZERO,
+            retry_after: Duration::from_millis(50),
+        };
+        // Still in the slice: wait for its end, counted from now.
+        let waiting = limiter.after_claims(empty, &limit, asked + 30);
+        assert_eq!(waiting.retry_after, Duration::from_millis(20));
+        // The slice ended while the claims ran: ask again at once.
+        let behind = limiter.after_claims(empty, &limit, asked + 70);
+        assert_eq!(behind.retry_after, Duration::ZERO);
+        assert_eq!(behind.usable_for, Duration::from_millis(80));
     }
 }
