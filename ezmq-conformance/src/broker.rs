@@ -117,11 +117,12 @@ pub trait Broker: Send + Sync + 'static {
 
     /// The least share of a rate limit that listeners on several clients
     /// must reach while a backlog waits, in
-    /// `rate_limit_holds_across_clients`. Default 0.9. A broker whose
-    /// claims (core's limiter is kept in them) slow down under the suite's
-    /// load answers less and says why in its tests; the upper bound, what
-    /// a limit promises, is never relaxed.
-    fn rate_limit_floor(&self) -> f64 {
-        0.9
+    /// `rate_limit_holds_across_clients`. Default `Some(0.9)`. A broker
+    /// whose claims (core's limiter is kept in them) slow down under the
+    /// suite's load so much that no floor holds answers `None` and says
+    /// why in its tests: that check then prints a skip line with the rate
+    /// reached. The upper bound, what a limit promises, is always checked.
+    fn rate_limit_floor(&self) -> Option<f64> {
+        Some(0.9)
     }
 }

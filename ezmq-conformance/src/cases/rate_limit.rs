@@ -85,12 +85,20 @@ pub async fn rate_limit_holds_across_clients(ctx: Ctx) {
     // The first burst comes at once; the rest at the rate.
     let rate = (JOBS - 1) as f64 / span.as_secs_f64();
     let expected = f64::from(RATE);
-    let floor = ctx.broker().rate_limit_floor();
     assert!(
-        (expected * floor..=expected * 1.1).contains(&rate),
-        "{JOBS} jobs ran at {rate:.1}/s over {span:?}, not between {:.1}/s and {RATE}/s + 10 %",
-        expected * floor
+        rate <= expected * 1.1,
+        "{JOBS} jobs ran at {rate:.1}/s over {span:?}, above {RATE}/s + 10 %"
     );
+    match ctx.broker().rate_limit_floor() {
+        Some(floor) => assert!(
+            rate >= expected * floor,
+            "{JOBS} jobs ran at {rate:.1}/s over {span:?}, below {:.0} % of {RATE}/s",
+            floor * 100.0
+        ),
+        None => ctx.skip_because(&format!(
+            "reaches no floor of its rate limit under the suite's load (this run: {rate:.1}/s of {RATE}/s)"
+        )),
+    }
     let most = busiest_second(&started);
     let allowed = RATE as usize + 2 * 5;
     assert!(
