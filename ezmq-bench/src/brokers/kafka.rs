@@ -61,7 +61,17 @@ impl KafkaBench {
             .runtime()
             .backend_as::<KafkaBackend>()
             .ok_or("the ezmq client is not on Kafka")?;
-        Ok(backend.queue_topic(&Topic::new(queue)?).await?)
+        // Core's internal names (a priority lane's queue) are built, not
+        // parsed: `__ezmq|<kind>|<part>…`.
+        let topic = match queue.strip_prefix("__ezmq|") {
+            Some(internal) => {
+                let mut parts = internal.split('|');
+                let kind = parts.next().unwrap_or_default();
+                Topic::internal(kind, &parts.collect::<Vec<_>>())?
+            }
+            None => Topic::new(queue)?,
+        };
+        Ok(backend.queue_topic(&topic).await?)
     }
 
     /// A raw group member of `topic` (a group of its own), subscribed.
