@@ -115,18 +115,25 @@ pub(crate) async fn record(backend: &dyn Backend, name: &str, run: &CronRun, kee
 async fn write(backend: &dyn Backend, name: &str, run: &CronRun, keep: usize) -> Result<()> {
     let topic = topic(name)?;
     let body = serde_json::to_vec(run)?;
+    // Trimmed before the write, so a reader never sees more than `keep`.
+    trim(backend, &topic, keep - 1).await?;
     let mut options = PushOptions::new().with_ttl(RECORD_TTL);
     JobMeta::stamp(&mut options);
     backend.publish(&topic, body.into(), &options).await?;
+    Ok(())
+}
+
+/// Drops the oldest records of `topic` until at most `keep` are left.
+async fn trim(backend: &dyn Backend, topic: &Topic, keep: usize) -> Result<()> {
     let Some(stats) = backend.queue_stats() else {
         return Ok(());
     };
-    let stored = usize::try_from(stats.queue_len(&topic).await?).unwrap_or(usize::MAX);
+    let stored = usize::try_from(stats.queue_len(topic).await?).unwrap_or(usize::MAX);
     if stored <= keep {
         return Ok(());
     }
     // The oldest records: what a receive takes first.
-    let source = Source::Topic(topic);
+    let source = Source::Topic(topic.clone());
     let oldest = backend
         .receive(&source, stored - keep, Duration::ZERO)
         .await?;
