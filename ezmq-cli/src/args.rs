@@ -42,6 +42,12 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Queue lengths, in-flight jobs and dead letters per topic.
     Stats(StatsArgs),
+    /// The topics on the broker: those holding jobs and those live
+    /// listeners consume, with their listeners.
+    Topics,
+    /// The listeners running now in every process, and the crontabs
+    /// each process runs (a process that died leaves within 15 s).
+    Listeners,
     /// Waiting jobs of a topic, oldest first, without consuming them.
     Peek(PeekArgs),
     /// Pushes one job.
@@ -75,8 +81,8 @@ pub(crate) enum Command {
 /// `ezmq stats`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct StatsArgs {
-    /// Topics to show.
-    #[arg(required = true)]
+    /// Topics to show (every topic on the broker, as `ezmq topics` lists
+    /// them, without any).
     pub(crate) topics: Vec<String>,
     /// Refresh every INTERVAL (default 2s) until Ctrl-C, redrawing the
     /// table in place on a terminal (one plain frame after another when

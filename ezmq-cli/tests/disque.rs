@@ -85,3 +85,9 @@ async fn stats_show_limits() {
     let broker = TestBroker::start().await;
     support::flow_cases::stats_show_limits(&disque_url(&broker)).await;
 }
+
+#[tokio::test]
+async fn live_view() {
+    let broker = TestBroker::start().await;
+    cases::live_view(&disque_url(&broker), true).await;
+}

@@ -117,3 +117,11 @@ async fn stats_show_limits() {
     };
     support::flow_cases::stats_show_limits(&url).await;
 }
+
+#[tokio::test]
+async fn live_view() {
+    let Some(url) = support::rabbitmq().await else {
+        return;
+    };
+    cases::live_view(&url, false).await;
+}

@@ -82,3 +82,11 @@ async fn stats_show_limits() {
     };
     support::flow_cases::stats_show_limits(&url).await;
 }
+
+#[tokio::test]
+async fn live_view() {
+    let Some(url) = support::redis().await else {
+        return;
+    };
+    cases::live_view(&url, true).await;
+}

@@ -83,6 +83,7 @@ pub const CASES: &[&str] = &[
     "global_concurrency_holds_across_clients",
     "high_jobs_overtake_a_backlog_without_starving_it",
     "priority_survives_delay_and_retry",
+    "presence_shows_live_listeners",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -130,6 +131,7 @@ macro_rules! behaviour_suite {
             global_concurrency_holds_across_clients,
             high_jobs_overtake_a_backlog_without_starving_it,
             priority_survives_delay_and_retry,
+            presence_shows_live_listeners,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

@@ -1,6 +1,7 @@
 //! [`Admin`]: the supported way for tools to look inside a broker and act
 //! on it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use crate::error::Result;
@@ -9,6 +10,7 @@ use crate::job::{Job, JobId};
 use crate::lane_mark;
 use crate::listener::ListenerHandle;
 use crate::listener::{self, topic_pause};
+use crate::presence::{self, Participant};
 use crate::priority;
 use crate::spi::{
     Cancelled, Capabilities, Capability, Delivery, DeliveryHandle, GroupInfo, JobInfo, JobState,
@@ -119,10 +121,89 @@ impl<'a> Admin<'a> {
     }
 
     /// The broadcast groups of `topic` ([`Capability::FanOut`]); `None`
-    /// when the broker cannot list them.
+    /// when the broker cannot list them. Where the broker has
+    /// [`Capability::Peek`], [`GroupInfo::members`] counts the members
+    /// running now ([`Admin::participants`]), and groups with a live
+    /// member are listed even when the broker does not know them yet.
     pub async fn groups(&self, topic: &Topic) -> Result<Option<Vec<GroupInfo>>> {
         self.runtime.ensure_open()?;
-        self.runtime.fan_out()?.groups(topic).await
+        let listed = self.runtime.fan_out()?.groups(topic).await?;
+        if !self.capabilities().has(Capability::Peek) {
+            return Ok(listed);
+        }
+        let mut live: BTreeMap<String, u64> = BTreeMap::new();
+        for participant in self.participants().await? {
+            for listener in participant.listeners {
+                if listener.topic == topic.as_str() {
+                    if let Some(group) = listener.group {
+                        *live.entry(group).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let mut groups = listed.unwrap_or_default();
+        for group in &mut groups {
+            group.members = Some(live.remove(&group.name).unwrap_or(0));
+        }
+        groups.extend(
+            live.into_iter()
+                .map(|(name, members)| GroupInfo::new(name).with_members(members)),
+        );
+        groups.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Some(groups))
+    }
+
+    /// The clients running listeners or registered entries (crontabs) on
+    /// the broker right now, each with what it runs, sorted by id
+    /// ([`Capability::Peek`]; see [`presence`](crate::presence)). A client
+    /// that shut down is gone at once; one whose process died, within
+    /// [`PRESENCE_EXPIRY`](crate::presence::PRESENCE_EXPIRY).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: &dyn ezmq_core::MqClient) -> ezmq_core::Result<()> {
+    /// for p in client.admin().participants().await? {
+    ///     for l in &p.listeners {
+    ///         println!("{} consumes {} ({} running)", p.process, l.topic, l.in_flight);
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn participants(&self) -> Result<Vec<Participant>> {
+        self.runtime.ensure_open()?;
+        presence::live(self.runtime.backend().as_ref()).await
+    }
+
+    /// The user topics on the broker, sorted: those the broker lists
+    /// ([`QueueStats::topics`](crate::spi::QueueStats::topics)) and those
+    /// live listeners consume ([`Admin::participants`]). Fails with
+    /// [`Error::Unsupported`](crate::Error::Unsupported) when the broker
+    /// can do neither.
+    pub async fn topics(&self) -> Result<Vec<Topic>> {
+        self.runtime.ensure_open()?;
+        let listed = match self.runtime.backend().queue_stats() {
+            Some(stats) => stats.topics().await?,
+            None => None,
+        };
+        let live = if self.capabilities().has(Capability::Peek) {
+            Some(self.participants().await?)
+        } else {
+            None
+        };
+        if listed.is_none() && live.is_none() {
+            return Err(self.runtime.unsupported(Capability::Peek));
+        }
+        let mut names: BTreeSet<String> = listed
+            .unwrap_or_default()
+            .iter()
+            .map(|t| t.as_str().to_owned())
+            .collect();
+        for participant in live.unwrap_or_default() {
+            names.extend(participant.listeners.into_iter().map(|l| l.topic));
+        }
+        Ok(names
+            .into_iter()
+            .filter_map(|name| Topic::new(&name).ok())
+            .collect())
     }
 
     /// Job `id` of `topic`, wherever it is ([`Capability::JobStore`]);

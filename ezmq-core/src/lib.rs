@@ -70,6 +70,7 @@ mod lane_mark;
 mod listener;
 mod listener_builder;
 mod mq_client;
+pub mod presence;
 mod priority;
 mod producer;
 mod push_options;

@@ -28,8 +28,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Utc};
-use ezmq_core::spi::{Backend, Capability, Source};
-use ezmq_core::{Error, MqClient, PushOptions, Result, Topic};
+use ezmq_core::spi::{compact_topic, Backend, Capability};
+use ezmq_core::{MqClient, PushOptions, Result, Topic};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{watch, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -39,6 +39,9 @@ use crate::spec::CronSpec;
 use crate::timing::MIN_HOLD;
 use crate::Tz;
 
+/// The kind of a crontab's entry in its client's presence
+/// ([`ezmq_core::presence`]).
+pub(crate) const PRESENCE_KIND: &str = "crontab";
 /// The kind of the registry's internal topic name.
 const REGISTRY_KIND: &str = "cron-registry";
 /// Announcements read per peek by [`announced_crontabs`].
@@ -49,8 +52,6 @@ const MIN_TTL: Duration = Duration::from_secs(10 * 60);
 const MAX_TTL: Duration = Duration::from_secs(45 * 24 * 3600);
 /// How often one participant compacts the registry at most.
 const COMPACT_EVERY: Duration = Duration::from_secs(60);
-/// Announcements received per call while compacting.
-const COMPACT_BATCH: usize = 500;
 /// Longest an announcement or a compaction may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -96,13 +97,17 @@ pub struct CrontabStatus {
     pub last_tick_by: Option<String>,
     /// The next tick after now, from the expression.
     pub next_tick: Option<DateTime<Utc>>,
-    /// Participants with an unexpired announcement, sorted.
+    /// The processes (`host/pid`) running it now, sorted.
     pub participants: Vec<String>,
 }
 
-/// The crontabs announced on `client`'s broker, sorted by name.
+/// The crontabs running on `client`'s broker now, sorted by name: those
+/// a live participant ([`Admin::participants`](ezmq_core::Admin::participants))
+/// runs, each with its live participants only. A crontab whose processes
+/// all stopped leaves the list at once; one whose processes died, within
+/// [`PRESENCE_EXPIRY`](ezmq_core::presence::PRESENCE_EXPIRY).
 ///
-/// Fails with [`Error::Unsupported`] on a backend without
+/// Fails with [`Error::Unsupported`](ezmq_core::Error::Unsupported) on a backend without
 /// [`Capability::Peek`].
 pub async fn announced_crontabs<C: MqClient + ?Sized>(client: &C) -> Result<Vec<CrontabStatus>> {
     let runtime = client.runtime();
@@ -111,9 +116,19 @@ pub async fn announced_crontabs<C: MqClient + ?Sized>(client: &C) -> Result<Vec<
         .backend()
         .peek()
         .ok_or_else(|| runtime.unsupported(Capability::Peek))?;
-    let jobs = peek.peek(&registry_topic()?, READ_LIMIT).await?;
+    let topic = registry_topic()?;
+    let admin = client.admin();
+    let (jobs, live) = tokio::try_join!(peek.peek(&topic, READ_LIMIT), admin.participants())?;
     let announcements = jobs.iter().filter_map(|job| job.json().ok()).collect();
-    Ok(merge(announcements, now_ms(), Utc::now()))
+    let mut crontabs = merge(announcements, now_ms(), Utc::now());
+    for crontab in &mut crontabs {
+        crontab.participants.retain(|process| {
+            live.iter()
+                .any(|p| &p.process == process && p.has_entry(PRESENCE_KIND, &crontab.name))
+        });
+    }
+    crontabs.retain(|c| !c.participants.is_empty());
+    Ok(crontabs)
 }
 
 /// Merges unexpired announcements per crontab.
@@ -277,60 +292,37 @@ impl Announcer {
             .map(drop)
     }
 
-    /// Takes every announcement, publishes again the newest unexpired one
-    /// per participant and crontab, acknowledges the rest. Returns how many
-    /// were kept.
+    /// Publishes again the newest unexpired announcement per participant
+    /// and crontab, drops the rest. Returns how many were kept.
     async fn compact(&self) -> Result<usize> {
-        let topic = registry_topic()?;
-        let source = Source::Topic(topic.clone());
         let now = now_ms();
-        let mut newest: HashMap<(String, String), CrontabAnnouncement> = HashMap::new();
-        let mut handles = Vec::new();
-        loop {
-            let batch = self
-                .backend
-                .receive(&source, COMPACT_BATCH, Duration::ZERO)
-                .await?;
-            if batch.is_empty() {
-                break;
-            }
-            for delivery in batch {
-                if let Ok(a) = delivery.job.json::<CrontabAnnouncement>() {
-                    if a.expires_at_ms > now {
-                        let key = (a.name.clone(), a.participant.clone());
-                        match newest.get(&key) {
-                            Some(kept) if kept.announced_at_ms >= a.announced_at_ms => {}
-                            _ => {
-                                newest.insert(key, a);
-                            }
-                        }
+        compact_topic(self.backend.as_ref(), &registry_topic()?, |jobs| {
+            let mut newest: HashMap<(String, String), CrontabAnnouncement> = HashMap::new();
+            for a in jobs
+                .iter()
+                .filter_map(|job| job.json::<CrontabAnnouncement>().ok())
+            {
+                if a.expires_at_ms <= now {
+                    continue;
+                }
+                let key = (a.name.clone(), a.participant.clone());
+                match newest.get(&key) {
+                    Some(kept) if kept.announced_at_ms >= a.announced_at_ms => {}
+                    _ => {
+                        newest.insert(key, a);
                     }
                 }
-                handles.push(delivery.handle);
             }
-        }
-        let kept = newest.len();
-        let republished = async {
-            for a in newest.values() {
-                let left = u64::try_from(a.expires_at_ms - now).unwrap_or(0).max(1);
-                self.publish(a, Duration::from_millis(left)).await?;
-            }
-            Ok::<(), Error>(())
-        }
-        .await;
-        if let Err(e) = republished {
-            // Nothing is dropped: what was received goes back.
-            release_all(&handles).await;
-            return Err(e);
-        }
-        self.backend.ack_batch(&handles).await?;
-        Ok(kept)
-    }
-}
-
-async fn release_all(handles: &[ezmq_core::spi::DeliveryHandle]) {
-    for handle in handles {
-        let _ = handle.release().await;
+            newest
+                .into_values()
+                .filter_map(|a| {
+                    let left = u64::try_from(a.expires_at_ms - now).unwrap_or(0).max(1);
+                    let options = PushOptions::default().with_ttl(Duration::from_millis(left));
+                    Some((serde_json::to_vec(&a).ok()?.into(), options))
+                })
+                .collect()
+        })
+        .await
     }
 }
 
@@ -342,8 +334,7 @@ fn now_ms() -> i64 {
 
 /// This participant's name in announcements and run claims: `host/pid`.
 pub(crate) fn participant() -> String {
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "localhost".to_owned());
-    format!("{host}/{}", std::process::id())
+    ezmq_core::presence::process_name()
 }
 
 #[cfg(test)]

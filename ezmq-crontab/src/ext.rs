@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use ezmq_core::presence::PresenceEntry;
 use ezmq_core::{BoxError, MqClient, Result};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::announce::Announcer;
+use crate::announce::{Announcer, PRESENCE_KIND};
 use crate::options::CrontabOptions;
 use crate::registry::{CrontabInfo, CrontabRegistry, Entry};
 use crate::scheduler::{claim_key, BoxHandler, Scheduler};
@@ -145,6 +146,7 @@ impl<C: MqClient + ?Sized> CrontabExt for C {
         info!(cron = name, spec = spec.source(), timezone = %options.timezone,
             "crontab registered");
         let name: Arc<str> = Arc::from(name);
+        let presence = runtime.presence_entry(PresenceEntry::new(PRESENCE_KIND, &*name));
         let (announce, ran) = tokio::sync::watch::channel(None);
         let announcer = Announcer::new(
             Arc::clone(runtime.backend()),
@@ -163,6 +165,7 @@ impl<C: MqClient + ?Sized> CrontabExt for C {
             announce,
             stopped: Some(stopped.drop_guard()),
             participant: crate::announce::participant(),
+            _presence: presence,
         };
         runtime.spawn(scheduler.run());
         Ok(())

@@ -73,10 +73,11 @@
 //! Each scheduler also announces its crontab — name, expression, time
 //! zone, the last tick it ran — on the internal topic
 //! `__ezmq|cron-registry`, using only the core calls and peek; any client
-//! reads the merged view with [`announced_crontabs`]. The announcements
-//! expire by themselves (two periods and a minute, at least 10 minutes), so
-//! a crontab whose participants are all gone leaves the list. Backends
-//! without peek (RabbitMQ) do not announce. See `src/announce.rs` for the
+//! reads the merged view with [`announced_crontabs`]. It lists a crontab
+//! while a live process runs it: each scheduler registers its crontab in
+//! its client's presence ([`ezmq_core::presence`]), so a crontab leaves the
+//! list at once when its processes stop, within 15 s when they die.
+//! Backends without peek (RabbitMQ) do not announce. See `src/announce.rs` for the
 //! details.
 //!
 //! ## Guarantees

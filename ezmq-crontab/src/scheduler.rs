@@ -65,6 +65,9 @@ pub(crate) struct Scheduler {
     pub(crate) stopped: Option<DropGuard>,
     /// `host/pid`, for the run claim.
     pub(crate) participant: String,
+    /// Shows the crontab as running here (`ezmq cron list`) while the
+    /// scheduler lives.
+    pub(crate) _presence: ezmq_core::presence::PresenceGuard,
 }
 
 enum Claim {

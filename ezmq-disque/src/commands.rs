@@ -349,6 +349,33 @@ impl DisqueBackend {
         }
     }
 
+    /// The queues of every node (`QSCAN BUSYLOOP`, one full scan per
+    /// node), merged and sorted. Fails rather than answer from some nodes
+    /// only.
+    pub(crate) async fn queue_names(&self) -> Result<Vec<String>> {
+        self.ensure_open()?;
+        let timeout = self.shared.config.command_timeout;
+        let nodes = self.shared.snapshot();
+        let scans = nodes.iter().map(|node| async move {
+            let mut cmd = redis::cmd("QSCAN");
+            cmd.arg("BUSYLOOP");
+            let value = node.query("QSCAN", &cmd, timeout).await?;
+            match &value {
+                Value::Array(parts) if parts.len() == 2 => match &parts[1] {
+                    Value::Array(names) => Ok(names.iter().filter_map(as_string).collect()),
+                    _ => Err(unexpected("QSCAN", node, &value)),
+                },
+                _ => Err(unexpected("QSCAN", node, &value)),
+            }
+        });
+        let mut names = std::collections::BTreeSet::new();
+        for result in futures::future::join_all(scans).await {
+            let node_names: Vec<String> = result?;
+            names.extend(node_names);
+        }
+        Ok(names.into_iter().collect())
+    }
+
     /// `QPEEK` on every reachable node, merged round-robin starting with
     /// the topic's affinity node (each node's list is oldest first; Disque
     /// ids carry no creation time to order them globally).

@@ -164,6 +164,18 @@ impl QueueStats for DisqueBackend {
     async fn queue_len(&self, topic: &Topic) -> Result<u64> {
         self.queue_length(topic).await
     }
+
+    /// The queues of every node (`QSCAN`): those holding jobs (Disque drops
+    /// a queue some time after it empties).
+    async fn topics(&self) -> Result<Option<Vec<Topic>>> {
+        let names = self.queue_names().await?;
+        Ok(Some(
+            names
+                .into_iter()
+                .filter_map(|name| Topic::new(name).ok())
+                .collect(),
+        ))
+    }
 }
 
 #[async_trait]

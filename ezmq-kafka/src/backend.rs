@@ -340,6 +340,25 @@ impl QueueStats for KafkaBackend {
         let kafka_topic = self.inner.cluster.queue_topic(topic).await?;
         crate::stats::queue_len(self.config(), kafka_topic).await
     }
+
+    /// The topics with a Kafka topic of their own (`<prefix>.q.<topic>`,
+    /// from the cluster's metadata): every topic ever pushed to or
+    /// consumed, as Kafka keeps a topic until it is deleted.
+    async fn topics(&self) -> Result<Option<Vec<Topic>>> {
+        self.ensure_open()?;
+        let prefix = &self.config().prefix;
+        let names = self
+            .inner
+            .cluster
+            .topics_starting_with(&format!("{prefix}.q."))
+            .await?;
+        let mut topics: Vec<Topic> = names
+            .iter()
+            .filter_map(|name| crate::names::user_topic_of(prefix, name))
+            .collect();
+        topics.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        Ok(Some(topics))
+    }
 }
 
 #[async_trait]

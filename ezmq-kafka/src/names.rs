@@ -82,9 +82,54 @@ pub(crate) fn queue(prefix: &str, topic: &Topic) -> String {
     name(prefix, "q", &[topic.as_str()])
 }
 
+/// The user topic whose jobs Kafka topic `name` holds (the inverse of
+/// [`queue`]); `None` for any other name, and for a hashed one (its
+/// topic cannot be read back).
+pub(crate) fn user_topic_of(prefix: &str, name: &str) -> Option<Topic> {
+    let part = name.strip_prefix(prefix)?.strip_prefix(".q.")?;
+    Topic::new(decode_part(part)?).ok()
+}
+
+/// The inverse of [`encode_part`]; `None` for what it cannot produce.
+fn decode_part(part: &str) -> Option<String> {
+    let mut bytes = Vec::with_capacity(part.len());
+    let mut rest = part.bytes();
+    while let Some(byte) = rest.next() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => bytes.push(byte),
+            b'-' => match rest.next()? {
+                b'-' => bytes.push(b'-'),
+                high => {
+                    let low = rest.next()?;
+                    let hex = |b: u8| char::from(b).to_digit(16);
+                    let value = hex(high)? * 16 + hex(low)?;
+                    bytes.push(u8::try_from(value).ok()?);
+                }
+            },
+            _ => return None,
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_names_read_back_as_their_topics() {
+        for name in ["orders", "orders.eu", "a-b_c", "x:y/z"] {
+            let topic = topic(name);
+            assert_eq!(user_topic_of("ezmq", &queue("ezmq", &topic)), Some(topic));
+        }
+        let lane = Topic::internal("lane", &["orders", "high"]).unwrap();
+        assert_eq!(user_topic_of("ezmq", &queue("ezmq", &lane)), None);
+        assert_eq!(
+            user_topic_of("ezmq", &queue("ezmq", &topic(&":".repeat(90)))),
+            None
+        );
+        assert_eq!(user_topic_of("other", &queue("ezmq", &topic("a"))), None);
+    }
 
     fn topic(name: &str) -> Topic {
         Topic::new(name).unwrap()

@@ -77,6 +77,12 @@ impl Names {
         untoken(token)
     }
 
+    /// The queue a job's subject names, back from its token.
+    pub(crate) fn queue_of_job(&self, subject: &str) -> Option<String> {
+        let token = subject.strip_prefix(&format!("{}.jobs.", self.prefix))?;
+        untoken(token)
+    }
+
     /// The durable consumer of a topic's queue.
     pub(crate) fn queue_consumer(&self, queue: &str) -> String {
         format!("q_{}", token(queue))

@@ -1,10 +1,11 @@
 //! Queue stats and peek: the topic consumer's counts, and the stream's
 //! messages after the consumer's last delivery, read without taking them.
 
-use async_nats::jetstream::stream::RawMessageErrorKind;
+use async_nats::jetstream::stream::{InfoError, RawMessageErrorKind};
 use async_trait::async_trait;
 use ezmq_core::spi::{envelope, Peek, QueueStats, Source};
 use ezmq_core::{Job, JobId, Result, Topic, MESSAGE_ID_HEADER};
+use futures::TryStreamExt;
 
 use crate::backend::NatsBackend;
 
@@ -28,6 +29,32 @@ impl QueueStats for NatsBackend {
         Ok(Some(
             u64::try_from(info.num_ack_pending).unwrap_or(u64::MAX),
         ))
+    }
+
+    /// The topics with messages in the jobs stream (its subjects, read
+    /// from the stream's info).
+    async fn topics(&self) -> Result<Option<Vec<Topic>>> {
+        let inner = &self.inner;
+        let subjects = inner
+            .timed("topics", async {
+                let mut info = inner
+                    .jobs
+                    .info_with_subjects(inner.names.jobs_subjects())
+                    .await?;
+                let mut subjects = Vec::new();
+                while let Some((subject, _count)) = info.try_next().await? {
+                    subjects.push(subject);
+                }
+                Ok::<_, InfoError>(subjects)
+            })
+            .await?;
+        let mut topics: Vec<Topic> = subjects
+            .iter()
+            .filter_map(|subject| inner.names.queue_of_job(subject))
+            .filter_map(|queue| Topic::new(queue).ok())
+            .collect();
+        topics.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        Ok(Some(topics))
     }
 }
 

@@ -37,6 +37,8 @@ pub(crate) struct Sql {
     pub(crate) extend: String,
     pub(crate) queue_len: String,
     pub(crate) in_flight: String,
+    /// The distinct queues, by a loose index scan (one index probe each).
+    pub(crate) topics: String,
     pub(crate) peek: String,
     pub(crate) job: String,
     /// Listing by state, in [`ezmq_core::spi::JobState::ALL`]'s order.
@@ -159,6 +161,14 @@ impl Sql {
         let in_flight = format!(
             "SELECT count(*) FROM {s}.jobs WHERE queue = $1 AND leased AND visible_at > now()"
         );
+        let topics = format!(
+            "WITH RECURSIVE q AS ( \
+                 (SELECT queue FROM {s}.jobs ORDER BY queue LIMIT 1) \
+                 UNION ALL \
+                 SELECT (SELECT queue FROM {s}.jobs WHERE queue > q.queue ORDER BY queue LIMIT 1) \
+                 FROM q WHERE q.queue IS NOT NULL \
+             ) SELECT queue FROM q WHERE queue IS NOT NULL"
+        );
         let peek = format!(
             "SELECT id, body, headers::text, {NEXT_ATTEMPT} FROM {s}.jobs \
              WHERE queue = $1 AND visible_at <= now() AND {LIVE} \
@@ -276,6 +286,7 @@ impl Sql {
             extend,
             queue_len,
             in_flight,
+            topics,
             peek,
             job,
             jobs,

@@ -22,6 +22,24 @@ impl QueueStats for PostgresBackend {
             .await
             .map(Some)
     }
+
+    /// The queues holding jobs (waiting, scheduled, in flight), by a
+    /// loose scan of the jobs table's queue index.
+    async fn topics(&self) -> Result<Option<Vec<Topic>>> {
+        let inner = &self.inner;
+        let names: Vec<String> = inner
+            .timed(
+                "topics",
+                sqlx::query_scalar(&inner.sql.topics).fetch_all(&inner.pool),
+            )
+            .await?;
+        Ok(Some(
+            names
+                .into_iter()
+                .filter_map(|name| Topic::new(name).ok())
+                .collect(),
+        ))
+    }
 }
 
 /// Runs a `count(*)` statement on `topic`.

@@ -1,5 +1,7 @@
 //! Queue length and peek.
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
 use ezmq_core::spi::{Peek, QueueStats};
 use ezmq_core::{Job, JobId, Result, Topic, MESSAGE_ID_HEADER};
@@ -43,7 +45,56 @@ impl QueueStats for RedisBackend {
             .map_err(error::command("in-flight script"))?;
         Ok(Some(u64::try_from(pending).unwrap_or(0)))
     }
+
+    /// The topics with a queue stream or delayed messages (`SCAN` for
+    /// `<prefix>:{*}:s` and `:d`); `None` on a Redis Cluster, where a scan
+    /// would have to visit every node (the live listeners' topics are
+    /// still listed there).
+    async fn topics(&self) -> Result<Option<Vec<Topic>>> {
+        self.inner.ensure_open()?;
+        let prefix = &self.inner.config.key_prefix;
+        if self.inner.config.cluster {
+            return Ok(None);
+        }
+        let pattern = format!("{prefix}:{{*}}:[sd]");
+        let head = format!("{prefix}:{{");
+        let mut names = BTreeSet::new();
+        let mut cursor = 0_u64;
+        let mut conn = self.inner.conn();
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(SCAN_COUNT)
+                .query_async(&mut conn)
+                .await
+                .map_err(error::command("SCAN"))?;
+            for key in &keys {
+                let name = key
+                    .strip_prefix(&head)
+                    .and_then(|rest| rest.strip_suffix("}:s").or(rest.strip_suffix("}:d")));
+                if let Some(topic) = name.and_then(|name| Topic::new(name).ok()) {
+                    names.insert(topic.as_str().to_owned());
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        Ok(Some(
+            names
+                .into_iter()
+                .filter_map(|n| Topic::new(n).ok())
+                .collect(),
+        ))
+    }
 }
+
+/// Keys a `SCAN` call looks at.
+const SCAN_COUNT: usize = 1000;
 
 #[async_trait]
 impl Peek for RedisBackend {

@@ -55,7 +55,7 @@ pub(crate) async fn list(client: &Client, json: bool) -> CliResult<()> {
         return print_json(&shown);
     }
     if crontabs.is_empty() {
-        return print_text("no crontab announced\n");
+        return print_text("no crontab running\n");
     }
     let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
         t.map_or_else(

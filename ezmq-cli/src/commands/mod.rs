@@ -4,11 +4,13 @@ mod cron;
 mod dead_letters;
 mod groups;
 mod jobs;
+mod listeners;
 mod pause;
 mod peek;
 mod push;
 pub(crate) mod serve;
 mod stats;
+mod topics;
 
 use ezmq::spi::Capability;
 use ezmq::{Client, MqClient, Topic};
@@ -26,6 +28,8 @@ pub(crate) async fn run(cli: Cli) -> CliResult<()> {
     let client = connect(cli.url.as_deref()).await?;
     let result = match cli.command {
         Command::Stats(args) => stats::run(&client, args, json).await,
+        Command::Topics => topics::run(&client, json).await,
+        Command::Listeners => listeners::run(&client, json).await,
         Command::Peek(args) => peek::run(&client, args, json).await,
         Command::Push(args) => push::run(&client, args, json).await,
         Command::DeadLetters(args) => dead_letters::run(&client, args, json).await,

@@ -1,5 +1,6 @@
 //! `ezmq stats [TOPIC...] [--watch [INTERVAL]]`: waiting, in-flight and
-//! dead-lettered jobs per topic, once or as a live table.
+//! dead-lettered jobs per topic (every topic on the broker without
+//! TOPIC), once or as a live table.
 
 use std::io::Write;
 use std::time::Duration;
@@ -47,9 +48,7 @@ pub(crate) async fn run(client: &Client, args: StatsArgs, json: bool) -> CliResu
     )?;
     let mut topics = Vec::with_capacity(args.topics.len());
     for name in &args.topics {
-        let topic = super::topic(name)?;
-        let dead = super::topic(&format!("{name}.dead-letter"))?;
-        topics.push((topic, dead));
+        topics.push(with_dead_letters(super::topic(name)?)?);
     }
     let Some(interval) = args.watch else {
         let stats = collect(client, &topics).await?;
@@ -62,7 +61,17 @@ pub(crate) async fn run(client: &Client, args: StatsArgs, json: bool) -> CliResu
     watch(client, &topics, interval, json).await
 }
 
-/// Reads the numbers of every topic.
+/// `topic` with its dead-letter topic.
+fn with_dead_letters(topic: Topic) -> CliResult<(Topic, Topic)> {
+    let dead = super::topic(&format!("{topic}{DEAD_LETTER_SUFFIX}"))?;
+    Ok((topic, dead))
+}
+
+/// What a dead-letter topic's name ends with.
+const DEAD_LETTER_SUFFIX: &str = ".dead-letter";
+
+/// Reads the numbers of every topic in `topics`, or of every topic on the
+/// broker ([`Admin::topics`]) when it is empty.
 async fn collect(client: &Client, topics: &[(Topic, Topic)]) -> CliResult<Vec<TopicStats>> {
     if !client.capabilities().has(Capability::QueueStats) {
         return Err(crate::exit::CliError::CapabilityMissing {
@@ -72,6 +81,18 @@ async fn collect(client: &Client, topics: &[(Topic, Topic)]) -> CliResult<Vec<To
         });
     }
     let admin = client.admin();
+    let all;
+    let topics = if topics.is_empty() {
+        all = super::topics::all(client)
+            .await?
+            .into_iter()
+            .filter(|t| !t.as_str().ends_with(DEAD_LETTER_SUFFIX))
+            .map(with_dead_letters)
+            .collect::<CliResult<Vec<_>>>()?;
+        &all
+    } else {
+        topics
+    };
     let reads = topics.iter().map(|(topic, dead)| read(admin, topic, dead));
     futures::future::try_join_all(reads).await
 }

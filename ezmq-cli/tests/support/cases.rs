@@ -300,6 +300,15 @@ pub async fn groups(url: &str, can_list: bool) {
             out.stdout
         );
         assert!(out.stdout.starts_with("GROUP"), "{}", out.stdout);
+        // A member that stops leaves the count within a heartbeat.
+        l3.stop(Duration::from_secs(5)).await;
+        let left = eventually(Duration::from_secs(15), || async {
+            let groups = ezmq(url, &["--json", "groups", &t]).await.ok().json();
+            groups[0]["name"] == "audit" && groups[0]["members"] == 1
+        })
+        .await;
+        let out = ezmq(url, &["groups", &t]).await.ok();
+        assert!(left, "audit down to 1 member:\n{}", out.stdout);
     }
     for l in [&l1, &l2, &l3] {
         l.stop(Duration::from_secs(5)).await;
@@ -382,6 +391,118 @@ pub async fn cron_list(url: &str, can_list: bool) {
     assert!(recorded, "{name}'s run in its history:\n{}", out.stdout);
     assert!(out.stdout.starts_with("TICK"), "{}", out.stdout);
     client
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+    // Its only process stopped: the crontab leaves the list at once.
+    let gone = eventually(Duration::from_secs(10), || async {
+        let all = ezmq(url, &["--json", "cron", "list"]).await.ok().json();
+        all.as_array()
+            .is_some_and(|all| all.iter().all(|c| c["name"] != name.as_str()))
+    })
+    .await;
+    let out = ezmq(url, &["cron", "list"]).await.ok();
+    assert!(
+        gone,
+        "{name} still listed after its process stopped:\n{}",
+        out.stdout
+    );
+}
+
+/// `listeners`, `topics` and `stats` without topics show what runs and
+/// what waits across processes; a client that shuts down leaves them. A
+/// broker without presence (no peek) exits with 4.
+pub async fn live_view(url: &str, has_presence: bool) {
+    let consumed = topic("live");
+    let waiting = topic("idle");
+    let worker = ezmq::connect_url(url).await.expect("connect");
+    worker
+        .add_consume_listener_with(
+            &consumed,
+            ConsumeOptions::new().with_concurrency(2),
+            |_job: Job| async { Ok::<(), std::io::Error>(()) },
+        )
+        .await
+        .expect("listener");
+    let producer = ezmq::connect_url(url).await.expect("connect");
+    producer.push(&waiting, "x".into()).await.expect("push");
+    if !has_presence {
+        for args in [&["listeners"][..], &["topics"], &["stats"]] {
+            let out = ezmq(url, args).await.expect_code(4);
+            assert!(out.stderr.contains("peek"), "{args:?}: {}", out.stderr);
+        }
+    } else {
+        let listed = eventually(Duration::from_secs(15), || async {
+            let rows = ezmq(url, &["--json", "listeners"]).await.ok().json();
+            rows.as_array().is_some_and(|rows| {
+                rows.iter().any(|r| {
+                    r["kind"] == "listener"
+                        && r["name"] == consumed.as_str()
+                        && r["concurrency"] == 2
+                        && r["process"].as_str().is_some_and(|p| p.contains('/'))
+                })
+            })
+        })
+        .await;
+        let out = ezmq(url, &["listeners"]).await.ok();
+        assert!(listed, "{consumed} in listeners:\n{}", out.stdout);
+        assert!(out.stdout.starts_with("PROCESS"), "{}", out.stdout);
+        let topics = eventually(Duration::from_secs(15), || async {
+            let rows = ezmq(url, &["--json", "topics"]).await.ok().json();
+            let row = |name: &str| {
+                rows.as_array()
+                    .and_then(|rows| rows.iter().find(|r| r["topic"] == name).cloned())
+            };
+            row(&consumed).is_some_and(|r| r["listeners"] == 1) && row(&waiting).is_some()
+        })
+        .await;
+        let out = ezmq(url, &["topics"]).await.ok();
+        assert!(
+            topics,
+            "{consumed} (1 listener) and {waiting} in topics:\n{}",
+            out.stdout
+        );
+        let all = ezmq(url, &["--json", "stats"]).await.ok().json();
+        let row = all.as_array().and_then(|rows| {
+            rows.iter()
+                .find(|r| r["topic"] == waiting.as_str())
+                .cloned()
+        });
+        assert!(
+            row.as_ref().is_some_and(|r| r["waiting"] == 1),
+            "{waiting} with 1 waiting in stats of every topic: {all}"
+        );
+    }
+    worker
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+    if has_presence {
+        let gone = eventually(Duration::from_secs(10), || async {
+            let rows = ezmq(url, &["--json", "listeners"]).await.ok().json();
+            rows.as_array()
+                .is_some_and(|rows| rows.iter().all(|r| r["name"] != consumed.as_str()))
+        })
+        .await;
+        let out = ezmq(url, &["listeners"]).await.ok();
+        assert!(
+            gone,
+            "{consumed} still listed after its client shut down:\n{}",
+            out.stdout
+        );
+    }
+    let taken = producer
+        .admin()
+        .take(
+            &ezmq::Topic::new(&waiting).expect("topic"),
+            1,
+            Duration::from_secs(5),
+        )
+        .await
+        .expect("take");
+    let handles: Vec<_> = taken.into_iter().map(|d| d.handle).collect();
+    producer.admin().ack_all(&handles).await.expect("ack");
+    producer
         .shutdown(Duration::from_secs(5))
         .await
         .expect("shutdown");

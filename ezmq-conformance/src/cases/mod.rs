@@ -13,6 +13,7 @@ mod inspection;
 mod job_control;
 mod job_model;
 mod lifecycle;
+mod presence;
 mod priorities;
 mod rate_limit;
 mod rate_limit_by_key;
@@ -48,6 +49,7 @@ pub use job_model::{
     pause_and_resume_listener,
 };
 pub use lifecycle::{graceful_shutdown_loses_nothing, resumes_after_broker_restart};
+pub use presence::presence_shows_live_listeners;
 pub use priorities::{
     high_jobs_overtake_a_backlog_without_starving_it, priority_survives_delay_and_retry,
 };

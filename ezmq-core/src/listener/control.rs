@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -17,6 +17,10 @@ const FAR_FUTURE: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 #[derive(Debug)]
 pub(crate) struct Control {
     source: Source,
+    /// The listener's concurrency limit.
+    concurrency: usize,
+    /// When the listener started.
+    started_at: SystemTime,
     /// Cancelled when the listener must stop fetching (a child of the
     /// client's shutdown token).
     stop: CancellationToken,
@@ -46,9 +50,11 @@ impl Paused {
 }
 
 impl Control {
-    pub(crate) fn new(source: Source, stop: CancellationToken) -> Self {
+    pub(crate) fn new(source: Source, concurrency: usize, stop: CancellationToken) -> Self {
         Control {
             source,
+            concurrency,
+            started_at: SystemTime::now(),
             stop,
             deadline: Mutex::new(None),
             done: CancellationToken::new(),
@@ -59,6 +65,14 @@ impl Control {
 
     pub(crate) fn source(&self) -> &Source {
         &self.source
+    }
+
+    pub(crate) fn concurrency(&self) -> usize {
+        self.concurrency
+    }
+
+    pub(crate) fn started_at(&self) -> SystemTime {
+        self.started_at
     }
 
     fn lock_deadline(&self) -> MutexGuard<'_, Option<Instant>> {

@@ -95,6 +95,17 @@ impl ListenerHandle {
         self.control.source()
     }
 
+    /// The most handlers it runs at once
+    /// ([`ConsumeOptions::concurrency`](crate::ConsumeOptions::concurrency)).
+    pub fn concurrency(&self) -> usize {
+        self.control.concurrency()
+    }
+
+    /// When the listener started.
+    pub fn started_at(&self) -> std::time::SystemTime {
+        self.control.started_at()
+    }
+
     /// Handlers running right now.
     pub fn in_flight(&self) -> usize {
         self.control.in_flight()
@@ -201,7 +212,11 @@ pub(crate) fn start(
     options: ConsumeOptions,
 ) -> Result<ListenerHandle> {
     let dead_letter = dead_letter::resolve_topic(&source, &options.dead_letter)?;
-    let control = Arc::new(Control::new(source.clone(), runtime.shutdown_token()));
+    let control = Arc::new(Control::new(
+        source.clone(),
+        options.concurrency,
+        runtime.shutdown_token(),
+    ));
     let backend = Arc::clone(runtime.backend());
     let (acker, ack_queue) = acker::channel(source.topic().clone(), Arc::clone(&backend));
     let heartbeats = backend

@@ -23,6 +23,7 @@
 mod backend;
 mod capability;
 mod claim;
+mod compaction;
 mod delivery;
 pub mod envelope;
 mod failure_text;
@@ -40,6 +41,7 @@ pub mod url_redaction;
 pub use backend::Backend;
 pub use capability::{Capabilities, Capability};
 pub use claim::{ClaimOutcome, ExclusiveClaim, MAX_CLAIM_HOLD};
+pub use compaction::compact_topic;
 pub use delivery::{Delivery, DeliveryHandle, Settle};
 pub use failure_text::{error_chain, panic_message};
 pub use fan_out::{FanOut, GroupInfo, GroupMembership};

@@ -19,6 +19,7 @@ use crate::handler::Handler;
 use crate::job::JobId;
 use crate::lane_mark::LaneMarks;
 use crate::listener::{self, ListenerHandle};
+use crate::presence::{self, Presence, PresenceEntry, PresenceGuard};
 use crate::priority::Priority;
 use crate::producer;
 use crate::push_options::PushOptions;
@@ -43,7 +44,9 @@ pub struct Runtime {
     tasks: TaskTracker,
     closed: AtomicBool,
     extensions: Extensions,
-    listeners: listener::Registry,
+    listeners: Arc<listener::Registry>,
+    /// Who this client is on the broker, and what it registered there.
+    presence: Arc<Presence>,
     /// Shared with the listeners (their dead-letter pushes are sends).
     telemetry: Arc<Telemetry>,
 }
@@ -75,7 +78,8 @@ impl Runtime {
             tasks: TaskTracker::new(),
             closed: AtomicBool::new(false),
             extensions: Extensions::default(),
-            listeners: listener::Registry::default(),
+            listeners: Arc::default(),
+            presence: Arc::new(Presence::new()),
         }
     }
 
@@ -387,7 +391,41 @@ impl Runtime {
             }
             self.require(capability)?;
         }
-        listener::start(self, &self.listeners, source, handler, options)
+        let handle = listener::start(self, &self.listeners, source, handler, options)?;
+        self.announce_presence();
+        Ok(handle)
+    }
+
+    /// Registers `entry` in this client's presence (see
+    /// [`presence`](crate::presence)) until the guard is dropped: tools
+    /// then see it as running in this process. Feature crates register
+    /// what they run (the crontab scheduler its crontab). Does nothing
+    /// visible on a backend without [`Capability::Peek`].
+    ///
+    /// # Panics
+    ///
+    /// When called outside a Tokio runtime.
+    pub fn presence_entry(&self, entry: PresenceEntry) -> PresenceGuard {
+        let guard = self.presence.register(entry);
+        self.announce_presence();
+        guard
+    }
+
+    /// Starts the presence announcer (once), or wakes it.
+    fn announce_presence(&self) {
+        if !self.backend.capabilities().has(Capability::Peek) || self.is_shut_down() {
+            return;
+        }
+        if self.presence.claim_announcer() {
+            self.spawn(presence::announce(
+                Arc::clone(&self.presence),
+                Arc::clone(&self.listeners),
+                Arc::clone(&self.backend),
+                self.shutdown_token(),
+            ));
+        } else {
+            self.presence.changed();
+        }
     }
 
     /// Handles of this client's listeners that have not drained yet.

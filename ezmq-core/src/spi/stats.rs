@@ -21,6 +21,14 @@ pub trait QueueStats: Send + Sync {
         let _ = topic;
         Ok(None)
     }
+
+    /// The user topics (not ezmq's internal ones) that hold jobs, or held
+    /// some recently, as the broker can list them; `None` when it cannot
+    /// (the default). [`Admin::topics`](crate::Admin::topics) adds the
+    /// topics live listeners consume.
+    async fn topics(&self) -> Result<Option<Vec<Topic>>> {
+        Ok(None)
+    }
 }
 
 /// Reading waiting messages without consuming them
