@@ -67,6 +67,10 @@ impl<'a> Admin<'a> {
         Admin { runtime }
     }
 
+    pub(crate) fn runtime(&self) -> &'a Runtime {
+        self.runtime
+    }
+
     /// The broker's name: `disque`, `redis`, `rabbitmq`.
     pub fn backend_name(&self) -> &'static str {
         self.runtime.backend().name()
@@ -155,7 +159,7 @@ impl<'a> Admin<'a> {
 
     /// The clients running listeners or registered entries (crontabs) on
     /// the broker right now, each with what it runs, sorted by id
-    /// ([`Capability::Peek`]; see [`presence`](crate::presence)). A client
+    /// ([`Capability::Peek`]; see [`presence`]). A client
     /// that shut down is gone at once; one whose process died, within
     /// [`PRESENCE_EXPIRY`](crate::presence::PRESENCE_EXPIRY).
     ///

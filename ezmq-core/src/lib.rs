@@ -55,6 +55,7 @@
 mod admin;
 mod client;
 mod consume_options;
+mod dead_letter_admin;
 mod error;
 mod ext;
 mod extensions;
@@ -84,6 +85,7 @@ pub mod unique;
 pub use admin::Admin;
 pub use client::{Client, ClientConfig};
 pub use consume_options::{Backoff, ConsumeOptions, DeadLetter};
+pub use dead_letter_admin::{DeadLetterSelection, DrainReport};
 pub use error::{BoxError, ConnectFailure, Error, Result};
 pub use ext::MqClientExt;
 pub use flow_status::{FlowLimits, FlowStatus};

@@ -10,7 +10,7 @@ mod drain;
 use std::io::IsTerminal;
 
 use ezmq::spi::Capability;
-use ezmq::{Client, DeadLetterRecord, Job, MqClient, Topic};
+use ezmq::{Client, DeadLetterRecord, DeadLetterSelection, Job, MqClient, Topic};
 use serde::Serialize;
 
 use crate::args::DeadLettersArgs;
@@ -40,18 +40,18 @@ pub(crate) async fn run(client: &Client, args: DeadLettersArgs, json: bool) -> C
     if args.purge {
         confirm_purge(client, &dead, args.yes).await?;
         let report = drain::purge(client, &dead).await?;
-        return report.print(json, &dead);
+        return drain::print(&report, json, &dead);
     }
     match args.requeue {
         Some(ids) if args.all || !ids.is_empty() => {
             let selection = if args.all {
-                drain::Selection::All
+                DeadLetterSelection::All
             } else {
-                drain::Selection::Ids(ids.into_iter().collect())
+                DeadLetterSelection::Ids(ids.into_iter().collect())
             };
             let report = drain::requeue(client, &dead, selection).await?;
-            report.print(json, &dead)?;
-            report.check()
+            drain::print(&report, json, &dead)?;
+            drain::check(&report)
         }
         Some(_) => Err(CliError::Usage(
             "--requeue needs dead-letter ids or --all".to_owned(),

@@ -397,7 +397,7 @@ impl Runtime {
     }
 
     /// Registers `entry` in this client's presence (see
-    /// [`presence`](crate::presence)) until the guard is dropped: tools
+    /// [`presence`]) until the guard is dropped: tools
     /// then see it as running in this process. Feature crates register
     /// what they run (the crontab scheduler its crontab). Does nothing
     /// visible on a backend without [`Capability::Peek`].
