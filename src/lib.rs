@@ -135,6 +135,11 @@ pub use ezmq_broadcast as broadcast;
 #[doc(inline)]
 pub use ezmq_request_reply as request_reply;
 
+/// The web dashboard: an axum router to mount (`dashboard` feature).
+#[cfg(feature = "dashboard")]
+#[doc(inline)]
+pub use ezmq_dashboard as dashboard;
+
 /// The embedded Disque-compatible server.
 #[cfg(feature = "embedded")]
 #[doc(inline)]

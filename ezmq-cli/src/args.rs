@@ -73,9 +73,59 @@ pub(crate) enum Command {
     Pause(TopicArgs),
     /// Resumes a paused topic.
     Resume(TopicArgs),
+    /// Serves the web dashboard for the broker in --url (topics, jobs,
+    /// dead letters, crontabs, processes) until Ctrl-C.
+    Dashboard(DashboardArgs),
     /// Runs the embedded Disque-compatible server (the flags of
     /// `ezmq-disque-server`).
     Serve(ServeArgs),
+}
+
+/// `ezmq dashboard`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DashboardArgs {
+    /// The address to listen on (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// Pages only: every action (requeue, purge, cancel, pause) refused.
+    #[arg(long)]
+    pub(crate) read_only: bool,
+    /// Ask for HTTP basic authentication with this `USER:PASSWORD` (better
+    /// given in the environment than on the command line).
+    #[arg(
+        long,
+        env = "EZMQ_DASHBOARD_AUTH",
+        hide_env_values = true,
+        value_name = "USER:PASSWORD"
+    )]
+    pub(crate) auth: Option<Credential>,
+}
+
+/// A `USER:PASSWORD` pair; its `Debug` hides the password.
+#[derive(Clone)]
+pub(crate) struct Credential {
+    pub(crate) user: String,
+    pub(crate) password: String,
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:***", self.user)
+    }
+}
+
+impl std::str::FromStr for Credential {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.split_once(':') {
+            Some((user, password)) if !user.is_empty() && !password.is_empty() => Ok(Credential {
+                user: user.to_owned(),
+                password: password.to_owned(),
+            }),
+            _ => Err("expected USER:PASSWORD, both non-empty".to_owned()),
+        }
+    }
 }
 
 /// `ezmq stats`.

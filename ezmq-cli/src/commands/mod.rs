@@ -1,6 +1,8 @@
 //! One module per subcommand; [`run`] dispatches.
 
 mod cron;
+mod dashboard;
+mod dashboard_demo;
 mod dead_letters;
 mod groups;
 mod jobs;
@@ -25,6 +27,11 @@ pub(crate) async fn run(cli: Cli) -> CliResult<()> {
     if let Command::Serve(serve) = cli.command {
         return serve::unexpected(serve);
     }
+    if cli.url.is_none() {
+        if let Command::Dashboard(args) = cli.command {
+            return dashboard::demo(args).await;
+        }
+    }
     let client = connect(cli.url.as_deref()).await?;
     let result = match cli.command {
         Command::Stats(args) => stats::run(&client, args, json).await,
@@ -41,6 +48,7 @@ pub(crate) async fn run(cli: Cli) -> CliResult<()> {
         Command::Promote(args) => jobs::promote(&client, args, json).await,
         Command::Pause(args) => pause::run(&client, args, true, json).await,
         Command::Resume(args) => pause::run(&client, args, false, json).await,
+        Command::Dashboard(args) => dashboard::run(&client, args).await,
         Command::Serve(_) => Ok(()),
     };
     close(&client).await;

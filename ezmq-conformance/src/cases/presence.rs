@@ -56,7 +56,10 @@ pub async fn presence_shows_live_listeners(ctx: Ctx) {
         })
     })
     .await;
-    let lists_topics = viewer.runtime().backend().queue_stats().is_some();
+    let lists_topics = match viewer.runtime().backend().queue_stats() {
+        Some(stats) => stats.topics().await.expect("QueueStats::topics").is_some(),
+        None => false,
+    };
     eventually(SHOWS, "both topics in topics()", || async {
         let topics = viewer.admin().topics().await.expect("topics");
         let has = |name: &str| topics.iter().any(|t: &Topic| t.as_str() == name);
