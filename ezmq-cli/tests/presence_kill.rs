@@ -22,6 +22,11 @@ const TEST_NAME: &str = "a_killed_process_leaves_the_live_view_within_the_bound"
 const CHILD_URL: &str = "EZMQ_PRESENCE_CHILD_URL";
 const CHILD_NAME: &str = "EZMQ_PRESENCE_CHILD_NAME";
 const READY: &str = "ezmq-presence-ready";
+/// Set in a child's environment: run a crontab whose runs never end.
+const CHILD_HOLDS: &str = "EZMQ_PRESENCE_CHILD_HOLDS";
+const HOLD_TEST: &str = "a_killed_process_s_run_claim_is_taken_over";
+/// What a holding child prints when a run starts.
+const RUNNING: &str = "ezmq-run-started";
 
 async fn run_child(url: String, name: String) {
     let client = ezmq::connect_url(&url).await.expect("the child connects");
@@ -65,8 +70,142 @@ async fn cron_listed(url: &str, name: &str) -> bool {
         .is_some_and(|all| all.iter().any(|c| c["name"] == name))
 }
 
+/// A child whose crontab's runs never end: the first run it wins holds
+/// the run claim until the process dies.
+async fn run_holding_child(url: String, name: String) {
+    let client = ezmq::connect_url(&url).await.expect("the child connects");
+    client
+        .add_crontab(
+            &name,
+            "* * * * * *",
+            |_tick: chrono::DateTime<chrono::Utc>| async {
+                println!("{RUNNING}");
+                std::future::pending::<()>().await;
+                Ok::<(), std::io::Error>(())
+            },
+        )
+        .await
+        .expect("the child's crontab");
+    std::future::pending::<()>().await;
+}
+
+/// Starts this binary as a child running `test` with `env`; returns it
+/// and a channel of its stdout lines.
+fn spawn_child(
+    test: &str,
+    env: &[(&str, &str)],
+) -> (KillOnDrop, tokio::sync::mpsc::UnboundedReceiver<String>) {
+    let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+    command
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = KillOnDrop(command.spawn().expect("start the child process"));
+    let stdout = child.0.stdout.take().expect("the child's stdout");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// Waits for a line of the child containing `what`.
+async fn line_with(lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>, what: &str) {
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.recv().await {
+            if line.contains(what) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(found, Ok(true), "the child printed {what:?} within 60 s");
+}
+
+/// A process killed mid-run leaves its crontab's run claim behind (nobody
+/// gives it back); another process of the crontab takes it over once
+/// presence says the holder is gone (the holder's tick older than 15 s,
+/// its process gone for 15 s), instead of skipping ticks until `max_run`
+/// (1 h) ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_process_s_run_claim_is_taken_over() {
+    if let (Ok(url), Ok(name), Ok(_)) = (
+        std::env::var(CHILD_URL),
+        std::env::var(CHILD_NAME),
+        std::env::var(CHILD_HOLDS),
+    ) {
+        run_holding_child(url, name).await;
+        return;
+    }
+    if std::env::var(CHILD_URL).is_ok() {
+        return;
+    }
+    let broker = TestBroker::start().await;
+    let url = disque_url(&broker);
+    let name = support::topic("held");
+    let (mut child, mut lines) = spawn_child(
+        HOLD_TEST,
+        &[(CHILD_URL, &url), (CHILD_NAME, &name), (CHILD_HOLDS, "1")],
+    );
+    line_with(&mut lines, RUNNING).await;
+
+    // Another process's participant: its ticks are skipped while the run
+    // claim is held...
+    let client = ezmq::connect_url(&url).await.expect("connect");
+    let (tx, mut ran) = tokio::sync::mpsc::unbounded_channel();
+    client
+        .add_crontab(
+            &name,
+            "* * * * * *",
+            move |tick: chrono::DateTime<chrono::Utc>| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(tick);
+                    Ok::<(), std::io::Error>(())
+                }
+            },
+        )
+        .await
+        .expect("crontab");
+    let early = tokio::time::timeout(Duration::from_secs(3), ran.recv()).await;
+    assert!(
+        early.is_err(),
+        "a tick ran while the run claim was held: {early:?}"
+    );
+
+    // ... and run again once the holder is killed and seen gone.
+    child.0.kill().expect("SIGKILL the child");
+    child.0.wait().expect("reap the child");
+    let killed = Instant::now();
+    let bound = PRESENCE_EXPIRY * 2 + Duration::from_secs(10);
+    let tick = tokio::time::timeout(bound, ran.recv()).await;
+    assert!(
+        matches!(tick, Ok(Some(_))),
+        "no tick ran within {bound:?} of the holder's kill"
+    );
+    println!(
+        "a tick ran {:?} after the holder was killed",
+        killed.elapsed()
+    );
+    client
+        .shutdown(Duration::from_secs(5))
+        .await
+        .expect("shutdown");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_process_leaves_the_live_view_within_the_bound() {
+    if std::env::var(CHILD_HOLDS).is_ok() {
+        return;
+    }
     if let (Ok(url), Ok(name)) = (std::env::var(CHILD_URL), std::env::var(CHILD_NAME)) {
         run_child(url, name).await;
         return;

@@ -65,9 +65,11 @@ pub struct CrontabOptions {
     pub allow_overlap: bool,
     /// How long a run is taken to be going at most, for the overlap
     /// policy: the run claim is given back when the handler ends (returns,
-    /// fails or panics), and ends by itself after this long — so a
-    /// participant killed mid-run blocks the crontab's next ticks for at
-    /// most this long, and a run longer than this can be overlapped.
+    /// fails or panics), and ends by itself after this long; a run longer
+    /// than this can be overlapped. A participant killed mid-run blocks
+    /// the crontab's next ticks until presence says its process is gone
+    /// (about 15 s, on backends that can peek: see `run_claim`'s docs),
+    /// elsewhere (RabbitMQ) for at most this long.
     /// Default [`DEFAULT_MAX_RUN`] (one hour); 1 s to 30 days.
     pub max_run: Duration,
     /// With [`MissedTicks::RunOnce`]: the oldest a missed tick may be and

@@ -4,15 +4,24 @@
 //! under `<tick> <host>/<pid>`), given back when the handler ends and
 //! ending by itself after [`CrontabOptions::max_run`](crate::CrontabOptions::max_run).
 //! The winner of a later tick takes it before running; while another run
-//! holds it, the tick is skipped.
+//! holds it, the tick is skipped — unless the holder's process is gone:
+//! a claim whose tick is older than
+//! [`PRESENCE_EXPIRY`](ezmq_core::presence::PRESENCE_EXPIRY) and whose
+//! holder no live participant runs this crontab (its process was killed
+//! mid-run, so nobody gives the claim back) is released and taken over,
+//! on backends with presence (peek). Without it, such a claim ends after
+//! `max_run`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use ezmq_core::presence::{self, PRESENCE_EXPIRY};
 use ezmq_core::spi::{Backend, Capability, ClaimOutcome};
 use ezmq_core::{Error, Result, Topic};
 use tracing::{debug, warn};
+
+use crate::announce::PRESENCE_KIND;
 
 /// The `kind` of the run claim's name.
 const KIND: &str = "cron-run";
@@ -56,8 +65,46 @@ pub(crate) async fn take(
     let token = format!("{} {participant}", tick.to_rfc3339());
     Ok(match claims.claim(&key, &token, max_run).await? {
         ClaimOutcome::Won => Taken::Ours(RunClaim { key, token }),
+        ClaimOutcome::Held(Some(holder)) if abandoned(backend, name, &holder).await => {
+            warn!(cron = %name, holder = %holder,
+                "the run claim's holder is gone (its process left without giving it back); taking it over");
+            claims.release(&key, &holder).await?;
+            match claims.claim(&key, &token, max_run).await? {
+                ClaimOutcome::Won => Taken::Ours(RunClaim { key, token }),
+                ClaimOutcome::Held(holder) => Taken::Busy(holder),
+            }
+        }
         ClaimOutcome::Held(holder) => Taken::Busy(holder),
     })
+}
+
+/// True when run-claim token `holder` (`<tick> <host>/<pid>`) names a
+/// tick older than [`PRESENCE_EXPIRY`] and a process that no live
+/// participant says runs crontab `name`. False whenever that cannot be
+/// told (no presence here, an unreadable token, a failed read).
+async fn abandoned(backend: &dyn Backend, name: &str, holder: &str) -> bool {
+    if !backend.capabilities().has(Capability::Peek) {
+        return false;
+    }
+    let Some((tick, process)) = holder.split_once(' ') else {
+        return false;
+    };
+    let Ok(tick) = DateTime::parse_from_rfc3339(tick) else {
+        return false;
+    };
+    let age = Utc::now().signed_duration_since(tick.with_timezone(&Utc));
+    if age.to_std().map_or(true, |age| age < PRESENCE_EXPIRY) {
+        return false;
+    }
+    match presence::live(backend).await {
+        Ok(live) => !live
+            .iter()
+            .any(|p| p.process == process && p.has_entry(PRESENCE_KIND, name)),
+        Err(e) => {
+            debug!(cron = %name, cause = %e, "could not read presence; the run claim stays");
+            false
+        }
+    }
 }
 
 impl RunClaim {

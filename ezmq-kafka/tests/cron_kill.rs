@@ -48,8 +48,9 @@ async fn run_child(name: String, prefix: String) {
     let pid = std::process::id();
     // Overlap allowed: this checks the ticks' claims. With the default
     // overlap policy a process killed between a run and its run claim's
-    // give-back holds that claim until `max_run` (as on every backend),
-    // and the crontab's ticks are skipped until then.
+    // give-back holds that claim until presence sees it gone (about 15 s;
+    // ezmq-cli/tests/presence_kill.rs), and the ticks until then are
+    // skipped.
     client
         .add_crontab_with(
             &name,

@@ -133,8 +133,13 @@ impl Participant {
     }
 }
 
-/// The live participants on `backend`'s broker, sorted by id.
-pub(crate) async fn live(backend: &dyn Backend) -> Result<Vec<Participant>> {
+/// The live participants on `backend`'s broker, sorted by id: what
+/// [`Admin::participants`](crate::Admin::participants) returns, for
+/// feature crates that hold a backend (the crontab scheduler checks a run
+/// claim's holder with it). Fails with
+/// [`Error::Unsupported`](crate::Error::Unsupported) without
+/// [`Capability::Peek`].
+pub async fn live(backend: &dyn Backend) -> Result<Vec<Participant>> {
     let peek = backend.peek().ok_or(crate::Error::Unsupported {
         backend: backend.name(),
         capability: Capability::Peek,
