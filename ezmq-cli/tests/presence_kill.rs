@@ -160,21 +160,7 @@ async fn a_killed_process_s_run_claim_is_taken_over() {
     // Another process's participant: its ticks are skipped while the run
     // claim is held...
     let client = ezmq::connect_url(&url).await.expect("connect");
-    let (tx, mut ran) = tokio::sync::mpsc::unbounded_channel();
-    client
-        .add_crontab(
-            &name,
-            "* * * * * *",
-            move |tick: chrono::DateTime<chrono::Utc>| {
-                let tx = tx.clone();
-                async move {
-                    let _ = tx.send(tick);
-                    Ok::<(), std::io::Error>(())
-                }
-            },
-        )
-        .await
-        .expect("crontab");
+    let mut ran = support::every_second(&client, &name).await;
     let early = tokio::time::timeout(Duration::from_secs(3), ran.recv()).await;
     assert!(
         early.is_err(),

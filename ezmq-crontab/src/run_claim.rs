@@ -6,7 +6,7 @@
 //! The winner of a later tick takes it before running; while another run
 //! holds it, the tick is skipped — unless the holder's process is gone:
 //! a claim whose tick is older than
-//! [`PRESENCE_EXPIRY`](ezmq_core::presence::PRESENCE_EXPIRY) and whose
+//! [`PRESENCE_EXPIRY`] and whose
 //! holder no live participant runs this crontab (its process was killed
 //! mid-run, so nobody gives the claim back) is released and taken over,
 //! on backends with presence (peek). Without it, such a claim ends after

@@ -321,21 +321,7 @@ pub async fn groups(url: &str, can_list: bool) {
 pub async fn cron_list(url: &str, can_list: bool) {
     let name = topic("cron");
     let client = ezmq::connect_url(url).await.expect("connect");
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    client
-        .add_crontab(
-            &name,
-            "* * * * * *",
-            move |tick: chrono::DateTime<chrono::Utc>| {
-                let tx = tx.clone();
-                async move {
-                    let _ = tx.send(tick);
-                    Ok::<(), std::io::Error>(())
-                }
-            },
-        )
-        .await
-        .expect("crontab");
+    let mut rx = super::every_second(&client, &name).await;
     if !can_list {
         let out = ezmq(url, &["cron", "list"]).await.expect_code(4);
         assert!(out.stderr.contains("capability missing"), "{}", out.stderr);

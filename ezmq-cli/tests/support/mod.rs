@@ -144,3 +144,28 @@ async fn reachable(backend: &str, url: String) -> Option<String> {
 pub fn topic(what: &str) -> String {
     ezmq_test_support::unique_topic(&format!("cli-{what}"))
 }
+
+/// Adds crontab `name` running every second on `client`; each tick it ran
+/// comes on the returned channel.
+pub async fn every_second(
+    client: &ezmq::Client,
+    name: &str,
+) -> tokio::sync::mpsc::UnboundedReceiver<chrono::DateTime<chrono::Utc>> {
+    use ezmq::prelude::*;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    client
+        .add_crontab(
+            name,
+            "* * * * * *",
+            move |tick: chrono::DateTime<chrono::Utc>| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(tick);
+                    Ok::<(), std::io::Error>(())
+                }
+            },
+        )
+        .await
+        .expect("crontab");
+    rx
+}
