@@ -40,7 +40,7 @@ async fn purge() {
 #[tokio::test]
 async fn groups() {
     let broker = TestBroker::start().await;
-    cases::groups(&disque_url(&broker), true).await;
+    cases::groups(&disque_url(&broker)).await;
 }
 
 #[tokio::test]

@@ -50,7 +50,7 @@ async fn groups() {
     let Some(url) = support::rabbitmq().await else {
         return;
     };
-    cases::groups(&url, false).await;
+    cases::groups(&url).await;
 }
 
 #[tokio::test]

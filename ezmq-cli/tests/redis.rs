@@ -48,7 +48,7 @@ async fn groups() {
     let Some(url) = support::redis().await else {
         return;
     };
-    cases::groups(&url, true).await;
+    cases::groups(&url).await;
 }
 
 #[tokio::test]

@@ -125,14 +125,14 @@ impl<'a> Admin<'a> {
     }
 
     /// The broadcast groups of `topic` ([`Capability::FanOut`]); `None`
-    /// when the broker cannot list them. Where the broker has
-    /// [`Capability::Peek`], [`GroupInfo::members`] counts the members
+    /// when the broker cannot list them. Where the broker keeps presence
+    /// ([`Admin::has_presence`]), [`GroupInfo::members`] counts the members
     /// running now ([`Admin::participants`]), and groups with a live
     /// member are listed even when the broker does not know them yet.
     pub async fn groups(&self, topic: &Topic) -> Result<Option<Vec<GroupInfo>>> {
         self.runtime.ensure_open()?;
         let listed = self.runtime.fan_out()?.groups(topic).await?;
-        if !self.capabilities().has(Capability::Peek) {
+        if !self.has_presence() {
             return Ok(listed);
         }
         let mut live: BTreeMap<String, u64> = BTreeMap::new();
@@ -157,9 +157,15 @@ impl<'a> Admin<'a> {
         Ok(Some(groups))
     }
 
+    /// True when the broker keeps presence ([`Admin::participants`]): it
+    /// can peek, or keeps the records in a store of its own (RabbitMQ).
+    pub fn has_presence(&self) -> bool {
+        presence::available(self.runtime.backend().as_ref())
+    }
+
     /// The clients running listeners or registered entries (crontabs) on
     /// the broker right now, each with what it runs, sorted by id
-    /// ([`Capability::Peek`]; see [`presence`]). A client
+    /// (where [`Admin::has_presence`]; see [`presence`]). A client
     /// that shut down is gone at once; one whose process died, within
     /// [`PRESENCE_EXPIRY`](crate::presence::PRESENCE_EXPIRY).
     ///
@@ -188,7 +194,7 @@ impl<'a> Admin<'a> {
             Some(stats) => stats.topics().await?,
             None => None,
         };
-        let live = if self.capabilities().has(Capability::Peek) {
+        let live = if self.has_presence() {
             Some(self.participants().await?)
         } else {
             None

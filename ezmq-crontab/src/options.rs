@@ -68,8 +68,8 @@ pub struct CrontabOptions {
     /// fails or panics), and ends by itself after this long; a run longer
     /// than this can be overlapped. A participant killed mid-run blocks
     /// the crontab's next ticks until presence says its process is gone
-    /// (about 15 s, on backends that can peek: see `run_claim`'s docs),
-    /// elsewhere (RabbitMQ) for at most this long.
+    /// (about 15 s: see `run_claim`'s docs), or at most this long on a
+    /// backend without presence.
     /// Default [`DEFAULT_MAX_RUN`] (one hour); 1 s to 30 days.
     pub max_run: Duration,
     /// With [`MissedTicks::RunOnce`]: the oldest a missed tick may be and

@@ -9,8 +9,8 @@
 //! [`PRESENCE_EXPIRY`] and whose
 //! holder no live participant runs this crontab (its process was killed
 //! mid-run, so nobody gives the claim back) is released and taken over,
-//! on backends with presence (peek). Without it, such a claim ends after
-//! `max_run`.
+//! on every backend with presence (all of ezmq's). Without it, such a
+//! claim ends after `max_run`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -83,7 +83,7 @@ pub(crate) async fn take(
 /// participant says runs crontab `name`. False whenever that cannot be
 /// told (no presence here, an unreadable token, a failed read).
 async fn abandoned(backend: &dyn Backend, name: &str, holder: &str) -> bool {
-    if !backend.capabilities().has(Capability::Peek) {
+    if !presence::available(backend) {
         return false;
     }
     let Some((tick, process)) = holder.split_once(' ') else {

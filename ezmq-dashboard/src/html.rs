@@ -166,6 +166,11 @@ pub(crate) fn page(
     ))
 }
 
+/// A note shown in a page (escaped).
+pub(crate) fn note(text: &str) -> String {
+    format!(r#"<p class="note">{}</p>"#, escape(text))
+}
+
 /// An error shown in a page (escaped).
 pub(crate) fn error(text: &str) -> String {
     format!(r#"<p class="error">{}</p>"#, escape(text))

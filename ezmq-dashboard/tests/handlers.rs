@@ -39,7 +39,7 @@ async fn tour(client: Client) {
         );
     } else {
         assert!(
-            overview.text.contains("cannot list its topics"),
+            overview.text.contains("cannot list its queues"),
             "{}",
             overview.text
         );

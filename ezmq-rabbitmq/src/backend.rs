@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use ezmq_core::spi::{
     Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut,
-    QueueStats, ReplyChannel, Source,
+    PresenceStore, QueueStats, ReplyChannel, Source,
 };
 use ezmq_core::{Error, JobId, PushOptions, Result, Topic};
 
@@ -249,6 +249,10 @@ impl Backend for RabbitBackend {
     }
 
     fn reply_channel(&self) -> Option<&dyn ReplyChannel> {
+        Some(self)
+    }
+
+    fn presence_store(&self) -> Option<&dyn PresenceStore> {
         Some(self)
     }
 }

@@ -49,6 +49,13 @@ pub enum RabbitError {
         /// The queue or exchange.
         target: String,
     },
+    /// A consumer's deliveries ended (its channel or connection closed)
+    /// before a read was done.
+    #[error("reading {target:?} was cut short: its consumer ended")]
+    ConsumerEnded {
+        /// The queue.
+        target: String,
+    },
     /// A message was handed to the broker (or may have been) and its
     /// confirm never came: the operation timed out while waiting for it,
     /// or the channel or connection closed first. The broker may or may
@@ -132,7 +139,8 @@ impl RabbitError {
             RabbitError::Nacked { .. }
             | RabbitError::HolderUnknown { .. }
             | RabbitError::Timeout { .. }
-            | RabbitError::Interrupted { .. } => true,
+            | RabbitError::Interrupted { .. }
+            | RabbitError::ConsumerEnded { .. } => true,
             RabbitError::Returned { .. }
             | RabbitError::NameTooLong { .. }
             | RabbitError::Unconfirmed { .. } => false,

@@ -34,6 +34,7 @@ mod hold;
 mod idle;
 mod names;
 mod prefetch;
+mod presence;
 mod publish;
 mod reply;
 mod session;

@@ -23,6 +23,11 @@ impl Names {
         }
     }
 
+    /// The stream of presence records (see `presence.rs`).
+    pub(crate) fn presence_stream(&self) -> String {
+        format!("{}__ezmq|presence", self.prefix)
+    }
+
     /// The queue of a topic: `<prefix><topic>` (without a prefix, the
     /// topic itself, borrowed: a topic always fits a short string).
     pub(crate) fn topic_queue<'a>(&self, topic: &'a Topic) -> Cow<'a, str> {

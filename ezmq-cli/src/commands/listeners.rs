@@ -7,7 +7,7 @@ use ezmq::spi::Capability;
 use ezmq::{Client, MqClient};
 use serde::Serialize;
 
-use crate::exit::{CliResult, Context};
+use crate::exit::{CliError, CliResult, Context};
 use crate::table::{print_json, print_text, Table};
 
 /// One listener or crontab, as printed.
@@ -76,11 +76,13 @@ fn rows(participants: &[Participant]) -> Vec<Row> {
 
 /// Runs `ezmq listeners`.
 pub(crate) async fn run(client: &Client, json: bool) -> CliResult<()> {
-    super::require(
-        client,
-        Capability::Peek,
-        "the broker's own tools list its consumers",
-    )?;
+    if !client.admin().has_presence() {
+        return Err(CliError::CapabilityMissing {
+            backend: client.backend_name(),
+            what: Capability::Peek.to_string(),
+            hint: "the broker's own tools list its consumers",
+        });
+    }
     let participants = client
         .admin()
         .participants()

@@ -30,7 +30,7 @@ pub(super) async fn all(client: &Client) -> CliResult<Vec<Topic>> {
 pub(crate) async fn run(client: &Client, json: bool) -> CliResult<()> {
     let topics = all(client).await?;
     let mut listeners: BTreeMap<String, usize> = BTreeMap::new();
-    if client.capabilities().has(ezmq::spi::Capability::Peek) {
+    if client.admin().has_presence() {
         let live = client
             .admin()
             .participants()

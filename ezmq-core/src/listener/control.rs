@@ -2,12 +2,13 @@
 //! registry: the stop signal, the grace deadline, the in-flight count.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use crate::presence::Presence;
 use crate::spi::Source;
 
 /// Used instead of an `Instant` overflow for absurdly long graces.
@@ -21,6 +22,8 @@ pub(crate) struct Control {
     concurrency: usize,
     /// When the listener started.
     started_at: SystemTime,
+    /// The client's presence, told when the listener stops.
+    presence: Arc<Presence>,
     /// Cancelled when the listener must stop fetching (a child of the
     /// client's shutdown token).
     stop: CancellationToken,
@@ -50,11 +53,17 @@ impl Paused {
 }
 
 impl Control {
-    pub(crate) fn new(source: Source, concurrency: usize, stop: CancellationToken) -> Self {
+    pub(crate) fn new(
+        source: Source,
+        concurrency: usize,
+        presence: Arc<Presence>,
+        stop: CancellationToken,
+    ) -> Self {
         Control {
             source,
             concurrency,
             started_at: SystemTime::now(),
+            presence,
             stop,
             deadline: Mutex::new(None),
             done: CancellationToken::new(),
@@ -91,6 +100,7 @@ impl Control {
             }
         }
         self.stop.cancel();
+        self.presence.changed();
     }
 
     /// True once a stop has been requested (by the handle or the client).

@@ -215,6 +215,7 @@ pub(crate) fn start(
     let control = Arc::new(Control::new(
         source.clone(),
         options.concurrency,
+        runtime.presence(),
         runtime.shutdown_token(),
     ));
     let backend = Arc::clone(runtime.backend());

@@ -46,7 +46,8 @@ pub(crate) async fn run(
             Ok(Err(e)) => debug!(cause = %e, "could not announce presence"),
             Err(_) => debug!("announcing presence timed out"),
         }
-        if compacted_at.is_none_or(|at| at.elapsed() >= COMPACT_EVERY) {
+        let own_store = announcer.backend.presence_store().is_some();
+        if !own_store && compacted_at.is_none_or(|at| at.elapsed() >= COMPACT_EVERY) {
             compacted_at = Some(Instant::now());
             match tokio::time::timeout(CALL_TIMEOUT, announcer.compact()).await {
                 Ok(Ok(kept)) => debug!(kept, "compacted the presence topic"),
@@ -113,6 +114,9 @@ impl Announcer {
 
     async fn publish(&self, record: &Participant) -> Result<()> {
         let body = serde_json::to_vec(record)?;
+        if let Some(store) = self.backend.presence_store() {
+            return store.write(body.into(), PRESENCE_EXPIRY).await;
+        }
         self.backend
             .publish(&presence_topic()?, body.into(), &ttl_of(record))
             .await

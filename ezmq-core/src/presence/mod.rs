@@ -17,8 +17,9 @@
 //! read with [`Peek`](crate::spi::Peek), and about once a minute each
 //! participant compacts the topic (receives every record, publishes again
 //! the newest unexpired one per participant, acknowledges the rest), as
-//! the crontab registry does. Backends without peek (RabbitMQ) announce
-//! nothing, and reading fails with
+//! the crontab registry does. A broker that cannot peek keeps them in its
+//! own [`PresenceStore`](crate::spi::PresenceStore) (RabbitMQ: a stream);
+//! one with neither announces nothing, and reading fails with
 //! [`Error::Unsupported`](crate::Error::Unsupported).
 
 mod announcer;
@@ -140,13 +141,29 @@ impl Participant {
 /// [`Error::Unsupported`](crate::Error::Unsupported) without
 /// [`Capability::Peek`].
 pub async fn live(backend: &dyn Backend) -> Result<Vec<Participant>> {
-    let peek = backend.peek().ok_or(crate::Error::Unsupported {
-        backend: backend.name(),
-        capability: Capability::Peek,
-    })?;
-    let jobs = peek.peek(&presence_topic()?, READ_LIMIT).await?;
-    let records = jobs.iter().filter_map(|job| job.json().ok()).collect();
+    let records = if let Some(store) = backend.presence_store() {
+        store
+            .read(PRESENCE_EXPIRY + PRESENCE_HEARTBEAT)
+            .await?
+            .iter()
+            .filter_map(|record| serde_json::from_slice(record).ok())
+            .collect()
+    } else {
+        let peek = backend.peek().ok_or(crate::Error::Unsupported {
+            backend: backend.name(),
+            capability: Capability::Peek,
+        })?;
+        let jobs = peek.peek(&presence_topic()?, READ_LIMIT).await?;
+        jobs.iter().filter_map(|job| job.json().ok()).collect()
+    };
     Ok(merge(records, now_ms()))
+}
+
+/// True when `backend`'s broker keeps presence: it can peek (core keeps
+/// the records on an internal topic) or has a
+/// [`PresenceStore`](crate::spi::PresenceStore) of its own (RabbitMQ).
+pub fn available(backend: &dyn Backend) -> bool {
+    backend.capabilities().has(Capability::Peek) || backend.presence_store().is_some()
 }
 
 /// The newest record per participant; expired ones and those of clients

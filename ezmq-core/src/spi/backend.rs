@@ -16,6 +16,7 @@ use super::claim::ExclusiveClaim;
 use super::delivery::{Delivery, DeliveryHandle};
 use super::fan_out::FanOut;
 use super::job_store::JobStore;
+use super::presence_store::PresenceStore;
 use super::rate_limiter::RateLimiter;
 use super::reply::ReplyChannel;
 use super::source::Source;
@@ -193,6 +194,12 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
 
     /// [`JobStore`], when the backend has it.
     fn job_store(&self) -> Option<&dyn JobStore> {
+        None
+    }
+
+    /// The backend's own [`PresenceStore`], for a broker without [`Peek`]
+    /// (where core keeps presence records itself).
+    fn presence_store(&self) -> Option<&dyn PresenceStore> {
         None
     }
 

@@ -411,9 +411,14 @@ impl Runtime {
         guard
     }
 
+    /// This client's presence state.
+    pub(crate) fn presence(&self) -> Arc<Presence> {
+        Arc::clone(&self.presence)
+    }
+
     /// Starts the presence announcer (once), or wakes it.
     fn announce_presence(&self) {
-        if !self.backend.capabilities().has(Capability::Peek) || self.is_shut_down() {
+        if !presence::available(self.backend.as_ref()) || self.is_shut_down() {
             return;
         }
         if self.presence.claim_announcer() {

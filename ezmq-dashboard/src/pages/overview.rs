@@ -26,7 +26,12 @@ pub(crate) async fn show(
     body.push_str(
         r#"<form method="get" action="/topic">Open a topic: <input name="name" required> <button type="submit">Open</button></form>"#,
     );
-    let participants = if admin.capabilities().has(Capability::Peek) {
+    if !admin.capabilities().has(Capability::Peek) {
+        body.push_str(&html::note(
+            "This broker cannot list its queues: the topics shown are those live listeners consume; open another by name.",
+        ));
+    }
+    let participants = if admin.has_presence() {
         admin.participants().await.unwrap_or_default()
     } else {
         Vec::new()

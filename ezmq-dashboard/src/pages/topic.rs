@@ -72,7 +72,7 @@ pub(crate) async fn show(
     }
 
     body.push_str("<h2>Listeners</h2>");
-    if caps.has(Capability::Peek) {
+    if admin.has_presence() {
         match admin.participants().await {
             Ok(participants) => {
                 let rows: Vec<Vec<String>> = participants
