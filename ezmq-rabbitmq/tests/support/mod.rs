@@ -25,9 +25,12 @@ fn required() -> bool {
 /// line) when nothing answers and the broker is not required.
 pub async fn config() -> Option<RabbitConfig> {
     let url = url();
+    // Quick to skip; patient where the broker is required (a busy broker
+    // can take seconds to accept a connection).
+    let patience = if required() { 10 } else { 3 };
     let config = RabbitConfig::default()
         .with_url(url.clone())
-        .with_connect_timeout(std::time::Duration::from_secs(3));
+        .with_connect_timeout(std::time::Duration::from_secs(patience));
     match RabbitBackend::connect(config.clone()).await {
         Ok(backend) => {
             let _ = backend.close().await;
