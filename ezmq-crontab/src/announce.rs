@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use chrono::{DateTime, Utc};
+use ezmq_core::presence::PresenceEntry;
 use ezmq_core::spi::{compact_topic, Backend, Capability};
 use ezmq_core::{MqClient, PushOptions, Result, Topic};
 use serde::{Deserialize, Serialize};
@@ -42,6 +43,10 @@ use crate::Tz;
 /// The kind of a crontab's entry in its client's presence
 /// ([`ezmq_core::presence`]).
 pub(crate) const PRESENCE_KIND: &str = "crontab";
+/// The presence entry's detail naming the crontab's expression.
+pub(crate) const SPEC_DETAIL: &str = "spec";
+/// The presence entry's detail naming the crontab's time zone.
+pub(crate) const TIMEZONE_DETAIL: &str = "timezone";
 /// The kind of the registry's internal topic name.
 const REGISTRY_KIND: &str = "cron-registry";
 /// Announcements read per peek by [`announced_crontabs`].
@@ -107,17 +112,20 @@ pub struct CrontabStatus {
 /// all stopped leaves the list at once; one whose processes died, within
 /// [`PRESENCE_EXPIRY`](ezmq_core::presence::PRESENCE_EXPIRY).
 ///
-/// Fails with [`Error::Unsupported`](ezmq_core::Error::Unsupported) on a backend without
-/// [`Capability::Peek`].
+/// On a backend that cannot peek (RabbitMQ) the list comes from presence
+/// alone: the last tick is not known there (`None`). Fails with
+/// [`Error::Unsupported`](ezmq_core::Error::Unsupported) on a backend
+/// without presence.
 pub async fn announced_crontabs<C: MqClient + ?Sized>(client: &C) -> Result<Vec<CrontabStatus>> {
     let runtime = client.runtime();
-    runtime.require(Capability::Peek)?;
-    let peek = runtime
-        .backend()
-        .peek()
-        .ok_or_else(|| runtime.unsupported(Capability::Peek))?;
-    let topic = registry_topic()?;
     let admin = client.admin();
+    if !admin.has_presence() {
+        return Err(runtime.unsupported(Capability::Peek));
+    }
+    let Some(peek) = runtime.backend().peek() else {
+        return Ok(from_presence(&admin.participants().await?, Utc::now()));
+    };
+    let topic = registry_topic()?;
     let (jobs, live) = tokio::try_join!(peek.peek(&topic, READ_LIMIT), admin.participants())?;
     let announcements = jobs.iter().filter_map(|job| job.json().ok()).collect();
     let mut crontabs = merge(announcements, now_ms(), Utc::now());
@@ -129,6 +137,44 @@ pub async fn announced_crontabs<C: MqClient + ?Sized>(client: &C) -> Result<Vec<
     }
     crontabs.retain(|c| !c.participants.is_empty());
     Ok(crontabs)
+}
+
+/// The crontabs live participants run, from their presence entries alone
+/// (no last tick).
+fn from_presence(
+    live: &[ezmq_core::presence::Participant],
+    now: DateTime<Utc>,
+) -> Vec<CrontabStatus> {
+    let mut by_name: BTreeMap<&str, (Option<&PresenceEntry>, Vec<String>)> = BTreeMap::new();
+    for p in live {
+        for entry in p.entries.iter().filter(|e| e.kind == PRESENCE_KIND) {
+            let slot = by_name.entry(entry.name.as_str()).or_default();
+            slot.0.get_or_insert(entry);
+            slot.1.push(p.process.clone());
+        }
+    }
+    by_name
+        .into_iter()
+        .filter_map(|(name, (entry, mut participants))| {
+            let entry = entry?;
+            let spec = entry.detail.get(SPEC_DETAIL)?.clone();
+            let timezone = entry.detail.get(TIMEZONE_DETAIL)?.clone();
+            participants.sort();
+            participants.dedup();
+            Some(CrontabStatus {
+                next_tick: Tz::from_str(&timezone)
+                    .ok()
+                    .and_then(|tz| CronSpec::parse(&spec, tz).ok())
+                    .and_then(|spec| spec.next_after(now)),
+                spec,
+                timezone,
+                last_tick: None,
+                last_tick_by: None,
+                participants,
+                name: name.to_owned(),
+            })
+        })
+        .collect()
 }
 
 /// Merges unexpired announcements per crontab.
@@ -351,6 +397,34 @@ mod tests {
             announced_at_ms: at,
             expires_at_ms: expires,
         }
+    }
+
+    #[test]
+    fn presence_alone_lists_crontabs_without_a_last_tick() {
+        let live: Vec<ezmq_core::presence::Participant> =
+            serde_json::from_value(serde_json::json!([
+                {"id": "h/1/a", "process": "h/1", "started_at_ms": 0, "announced_at_ms": 1,
+                 "expires_at_ms": 2, "entries": [
+                    {"kind": "crontab", "name": "report",
+                     "detail": {"spec": "0 * * * * *", "timezone": "UTC"}},
+                    {"kind": "other", "name": "x"}]},
+                {"id": "h/2/b", "process": "h/2", "started_at_ms": 0, "announced_at_ms": 1,
+                 "expires_at_ms": 2, "entries": [
+                    {"kind": "crontab", "name": "report",
+                     "detail": {"spec": "0 * * * * *", "timezone": "UTC"}}]}
+            ]))
+            .unwrap();
+        let now = Utc::now();
+        let listed = from_presence(&live, now);
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        let r = &listed[0];
+        assert_eq!(
+            (r.name.as_str(), r.spec.as_str(), r.timezone.as_str()),
+            ("report", "0 * * * * *", "UTC")
+        );
+        assert_eq!(r.participants, ["h/1", "h/2"]);
+        assert_eq!(r.last_tick, None);
+        assert!(r.next_tick.is_some_and(|t| t > now));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use ezmq_core::{BoxError, MqClient, Result};
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
-use crate::announce::{Announcer, PRESENCE_KIND};
+use crate::announce::{Announcer, PRESENCE_KIND, SPEC_DETAIL, TIMEZONE_DETAIL};
 use crate::options::CrontabOptions;
 use crate::registry::{CrontabInfo, CrontabRegistry, Entry};
 use crate::scheduler::{claim_key, BoxHandler, Scheduler};
@@ -146,7 +146,11 @@ impl<C: MqClient + ?Sized> CrontabExt for C {
         info!(cron = name, spec = spec.source(), timezone = %options.timezone,
             "crontab registered");
         let name: Arc<str> = Arc::from(name);
-        let presence = runtime.presence_entry(PresenceEntry::new(PRESENCE_KIND, &*name));
+        let presence = runtime.presence_entry(
+            PresenceEntry::new(PRESENCE_KIND, &*name)
+                .with_detail(SPEC_DETAIL, spec.source())
+                .with_detail(TIMEZONE_DETAIL, options.timezone.name()),
+        );
         let (announce, ran) = tokio::sync::watch::channel(None);
         let announcer = Announcer::new(
             Arc::clone(runtime.backend()),

@@ -77,7 +77,8 @@
 //! while a live process runs it: each scheduler registers its crontab in
 //! its client's presence ([`ezmq_core::presence`]), so a crontab leaves the
 //! list at once when its processes stop, within 15 s when they die.
-//! Backends without peek (RabbitMQ) do not announce. See `src/announce.rs` for the
+//! Backends without peek (RabbitMQ) do not announce: there the list comes
+//! from presence alone, without the last tick. See `src/announce.rs` for the
 //! details.
 //!
 //! ## Guarantees

@@ -5,11 +5,11 @@
 
 use ezmq::crontab::{announced_crontabs, CrontabStatus};
 use ezmq::spi::Capability;
-use ezmq::Client;
+use ezmq::{Client, MqClient};
 use serde::Serialize;
 
 use crate::args::CronHistoryArgs;
-use crate::exit::{CliResult, Context};
+use crate::exit::{CliError, CliResult, Context};
 use crate::table::{print_json, print_text, Table};
 
 /// One crontab, as printed.
@@ -42,11 +42,13 @@ impl From<CrontabStatus> for Crontab {
 
 /// Runs `ezmq cron list`.
 pub(crate) async fn list(client: &Client, json: bool) -> CliResult<()> {
-    super::require(
-        client,
-        Capability::Peek,
-        "the crontab registry is read with peek; RabbitMQ schedulers do not announce",
-    )?;
+    if !client.admin().has_presence() {
+        return Err(CliError::CapabilityMissing {
+            backend: client.backend_name(),
+            what: Capability::Peek.to_string(),
+            hint: "this broker keeps no presence: nothing says which crontabs run",
+        });
+    }
     let crontabs = announced_crontabs(client)
         .await
         .context(|| "reading the crontab registry".to_owned())?;

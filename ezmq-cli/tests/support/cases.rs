@@ -312,20 +312,34 @@ pub async fn groups(url: &str) {
     b.shutdown(Duration::from_secs(5)).await.expect("shutdown");
 }
 
-/// `cron list` shows a running crontab, then the tick it ran.
-pub async fn cron_list(url: &str, can_list: bool) {
+/// `cron list` shows a running crontab, then the tick it ran, and `cron
+/// history` the run; without peek (RabbitMQ) the list comes from
+/// presence alone (no last tick) and `cron history` exits with 4. The
+/// crontab leaves the list once its process stops.
+pub async fn cron_list(url: &str, peeks: bool) {
     let name = topic("cron");
     let client = ezmq::connect_url(url).await.expect("connect");
     let mut rx = super::every_second(&client, &name).await;
-    if !can_list {
-        let out = ezmq(url, &["cron", "list"]).await.expect_code(4);
-        assert!(out.stderr.contains("capability missing"), "{}", out.stderr);
+    if !peeks {
+        let listed = eventually(Duration::from_secs(10), || async {
+            let all = ezmq(url, &["--json", "cron", "list"]).await.ok().json();
+            all.as_array().is_some_and(|all| {
+                all.iter().any(|c| {
+                    c["name"] == name.as_str()
+                        && c["spec"] == "* * * * * *"
+                        && c["timezone"] == "UTC"
+                        && c["last_tick"].is_null()
+                        && c["next_tick"].is_string()
+                        && c["participants"].as_array().is_some_and(|p| p.len() == 1)
+                })
+            })
+        })
+        .await;
+        let out = ezmq(url, &["cron", "list"]).await.ok();
+        assert!(listed, "{name} listed from presence:\n{}", out.stdout);
         let out = ezmq(url, &["cron", "history", &name]).await.expect_code(4);
         assert!(out.stderr.contains("capability missing"), "{}", out.stderr);
-        client
-            .shutdown(Duration::from_secs(5))
-            .await
-            .expect("shutdown");
+        cron_gone(url, &client, &name).await;
         return;
     }
     let ran = tokio::time::timeout(Duration::from_secs(10), rx.recv())
@@ -371,15 +385,20 @@ pub async fn cron_list(url: &str, can_list: bool) {
     let out = ezmq(url, &["cron", "history", &name]).await.ok();
     assert!(recorded, "{name}'s run in its history:\n{}", out.stdout);
     assert!(out.stdout.starts_with("TICK"), "{}", out.stdout);
+    cron_gone(url, &client, &name).await;
+}
+
+/// Shuts `client` down: its crontab `name` (its only process) leaves the
+/// list at once.
+async fn cron_gone(url: &str, client: &ezmq::Client, name: &str) {
     client
         .shutdown(Duration::from_secs(5))
         .await
         .expect("shutdown");
-    // Its only process stopped: the crontab leaves the list at once.
     let gone = eventually(Duration::from_secs(10), || async {
         let all = ezmq(url, &["--json", "cron", "list"]).await.ok().json();
         all.as_array()
-            .is_some_and(|all| all.iter().all(|c| c["name"] != name.as_str()))
+            .is_some_and(|all| all.iter().all(|c| c["name"] != name))
     })
     .await;
     let out = ezmq(url, &["cron", "list"]).await.ok();

@@ -25,7 +25,7 @@
 mod announcer;
 mod entries;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -113,6 +113,9 @@ pub struct PresenceEntry {
     pub kind: String,
     /// Its name.
     pub name: String,
+    /// What else readers should know (a crontab's `spec` and `timezone`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub detail: BTreeMap<String, String>,
 }
 
 impl PresenceEntry {
@@ -121,7 +124,15 @@ impl PresenceEntry {
         PresenceEntry {
             kind: kind.into(),
             name: name.into(),
+            detail: BTreeMap::new(),
         }
+    }
+
+    /// Adds `key` = `value` to [`PresenceEntry::detail`].
+    #[must_use]
+    pub fn with_detail(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.detail.insert(key.into(), value.into());
+        self
     }
 }
 
