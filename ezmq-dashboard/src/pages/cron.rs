@@ -69,6 +69,9 @@ pub(crate) async fn show(State(state): State<AppState>) -> Html<String> {
                             &rows,
                         ));
                     }
+                    Err(ezmq_core::Error::Unsupported { .. }) => body.push_str(&html::note(
+                        "This broker cannot peek, so it keeps no run history.",
+                    )),
                     Err(e) => body.push_str(&html::error(&e.to_string())),
                 }
             }
