@@ -20,6 +20,9 @@ use crate::spi::{compact_topic, Backend};
 
 /// How often one participant compacts the topic at most.
 const COMPACT_EVERY: Duration = Duration::from_secs(60);
+/// Records the topic may hold before a participant compacts it: well
+/// under what a read takes ([`READ_LIMIT`](super::READ_LIMIT)).
+const COMPACT_ABOVE: u64 = 200;
 /// The longest a write or a compaction may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest the last record may take at shutdown.
@@ -49,8 +52,9 @@ pub(crate) async fn run(
         let own_store = announcer.backend.presence_store().is_some();
         if !own_store && compacted_at.is_none_or(|at| at.elapsed() >= COMPACT_EVERY) {
             compacted_at = Some(Instant::now());
-            match tokio::time::timeout(CALL_TIMEOUT, announcer.compact()).await {
-                Ok(Ok(kept)) => debug!(kept, "compacted the presence topic"),
+            match tokio::time::timeout(CALL_TIMEOUT, announcer.compact_if_large()).await {
+                Ok(Ok(Some(kept))) => debug!(kept, "compacted the presence topic"),
+                Ok(Ok(None)) => {}
                 Ok(Err(e)) => debug!(cause = %e, "could not compact the presence topic"),
                 Err(_) => debug!("compacting the presence topic timed out"),
             }
@@ -121,6 +125,20 @@ impl Announcer {
             .publish(&presence_topic()?, body.into(), &ttl_of(record))
             .await
             .map(drop)
+    }
+
+    /// Compacts the topic when it holds more than [`COMPACT_ABOVE`]
+    /// records (or when the broker cannot count them): most clients then
+    /// never take the topic's records, which on some brokers means joining
+    /// a consumer group. Returns how many were kept, `None` when it did not
+    /// compact.
+    async fn compact_if_large(&self) -> Result<Option<usize>> {
+        if let Some(stats) = self.backend.queue_stats() {
+            if stats.queue_len(&presence_topic()?).await? <= COMPACT_ABOVE {
+                return Ok(None);
+            }
+        }
+        self.compact().await.map(Some)
     }
 
     /// Publishes again the newest unexpired record per participant,

@@ -15,9 +15,9 @@
 //!
 //! Built on capability traits only: records are published with a ttl,
 //! read with [`Peek`](crate::spi::Peek), and about once a minute each
-//! participant compacts the topic (receives every record, publishes again
-//! the newest unexpired one per participant, acknowledges the rest), as
-//! the crontab registry does. A broker that cannot peek keeps them in its
+//! participant compacts the topic when it holds more than 200 records
+//! (receives every record, publishes again the newest unexpired one per
+//! participant, acknowledges the rest), as the crontab registry does. A broker that cannot peek keeps them in its
 //! own [`PresenceStore`](crate::spi::PresenceStore) (RabbitMQ: a stream);
 //! one with neither announces nothing, and reading fails with
 //! [`Error::Unsupported`](crate::Error::Unsupported).
