@@ -144,9 +144,7 @@ async fn a_user_requeues_a_dead_letter_in_chromium_on_disque() {
         return;
     };
     let broker = TestBroker::start().await;
-    let url = format!("disque://{}", broker.addrs().join(","));
-    let client = ezmq::connect_url(&url).await.expect("connect");
-    drive(client, &chromium, &script_dir).await;
+    drive(support::disque(&broker).await, &chromium, &script_dir).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

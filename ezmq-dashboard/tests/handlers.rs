@@ -100,17 +100,10 @@ async fn tour(client: Client) {
         .expect("shutdown");
 }
 
-/// A client of the test broker.
-async fn disque(broker: &TestBroker) -> Client {
-    ezmq::connect_url(&format!("disque://{}", broker.addrs().join(",")))
-        .await
-        .expect("connect")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tour_on_disque() {
     let broker = TestBroker::start().await;
-    tour(disque(&broker).await).await;
+    tour(support::disque(&broker).await).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,7 +127,7 @@ async fn tour_on_rabbitmq() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_and_basic_auth() {
     let broker = TestBroker::start().await;
-    let client = disque(&broker).await;
+    let client = support::disque(&broker).await;
     let topic = unique_topic("dash-ro");
     fill(&client, &topic).await;
 
@@ -183,7 +176,7 @@ async fn read_only_and_basic_auth() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_resume_and_purge() {
     let broker = TestBroker::start().await;
-    let client = disque(&broker).await;
+    let client = support::disque(&broker).await;
     let topic = unique_topic("dash-act");
     fill(&client, &topic).await;
     let app = router(client.clone(), DashboardOptions::new());

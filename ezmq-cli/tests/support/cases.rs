@@ -321,20 +321,7 @@ pub async fn cron_list(url: &str, peeks: bool) {
     let client = ezmq::connect_url(url).await.expect("connect");
     let mut rx = super::every_second(&client, &name).await;
     if !peeks {
-        let listed = eventually(Duration::from_secs(10), || async {
-            let all = ezmq(url, &["--json", "cron", "list"]).await.ok().json();
-            all.as_array().is_some_and(|all| {
-                all.iter().any(|c| {
-                    c["name"] == name.as_str()
-                        && c["spec"] == "* * * * * *"
-                        && c["timezone"] == "UTC"
-                        && c["last_tick"].is_null()
-                        && c["next_tick"].is_string()
-                        && c["participants"].as_array().is_some_and(|p| p.len() == 1)
-                })
-            })
-        })
-        .await;
+        let listed = cron_listed(url, &name, |last| last.is_null()).await;
         let out = ezmq(url, &["cron", "list"]).await.ok();
         assert!(listed, "{name} listed from presence:\n{}", out.stdout);
         let out = ezmq(url, &["cron", "history", &name]).await.expect_code(4);
@@ -346,20 +333,9 @@ pub async fn cron_list(url: &str, peeks: bool) {
         .await
         .expect("a tick in time")
         .expect("a tick");
-    let listed = eventually(Duration::from_secs(10), || async {
-        let all = ezmq(url, &["--json", "cron", "list"]).await.ok().json();
-        all.as_array().is_some_and(|all| {
-            all.iter().any(|c| {
-                c["name"] == name.as_str()
-                    && c["spec"] == "* * * * * *"
-                    && c["timezone"] == "UTC"
-                    && c["last_tick"].as_str().is_some_and(|t| {
-                        chrono::DateTime::parse_from_rfc3339(t).is_ok_and(|t| t >= ran)
-                    })
-                    && c["next_tick"].is_string()
-                    && c["participants"].as_array().is_some_and(|p| p.len() == 1)
-            })
-        })
+    let listed = cron_listed(url, &name, |last| {
+        last.as_str()
+            .is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok_and(|t| t >= ran))
     })
     .await;
     let out = ezmq(url, &["cron", "list"]).await.ok();
@@ -386,6 +362,30 @@ pub async fn cron_list(url: &str, peeks: bool) {
     assert!(recorded, "{name}'s run in its history:\n{}", out.stdout);
     assert!(out.stdout.starts_with("TICK"), "{}", out.stdout);
     cron_gone(url, &client, &name).await;
+}
+
+/// Waits (10 s at most) for `cron list` to show crontab `name` (every
+/// second, UTC, one participant, a next tick) with a last tick that
+/// `last_tick` accepts.
+async fn cron_listed(
+    url: &str,
+    name: &str,
+    last_tick: impl Fn(&serde_json::Value) -> bool,
+) -> bool {
+    eventually(Duration::from_secs(10), || async {
+        let all = ezmq(url, &["--json", "cron", "list"]).await.ok().json();
+        all.as_array().is_some_and(|all| {
+            all.iter().any(|c| {
+                c["name"] == name
+                    && c["spec"] == "* * * * * *"
+                    && c["timezone"] == "UTC"
+                    && last_tick(&c["last_tick"])
+                    && c["next_tick"].is_string()
+                    && c["participants"].as_array().is_some_and(|p| p.len() == 1)
+            })
+        })
+    })
+    .await
 }
 
 /// Shuts `client` down: its crontab `name` (its only process) leaves the

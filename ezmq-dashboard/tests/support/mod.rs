@@ -29,6 +29,14 @@ pub async fn connect(backend: &str, url: &str) -> Option<Client> {
     }
 }
 
+/// A client of the embedded test broker (or the real nodes in
+/// `EZMQ_TEST_DISQUE_ADDRS`).
+pub async fn disque(broker: &ezmq_test_support::TestBroker) -> Client {
+    ezmq::connect_url(&format!("disque://{}", broker.addrs().join(",")))
+        .await
+        .expect("connect")
+}
+
 /// A response: status, `Location`, body text.
 #[derive(Debug)]
 pub struct Reply {
