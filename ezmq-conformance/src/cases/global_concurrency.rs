@@ -26,11 +26,17 @@ const JOBS: usize = 1000;
 /// How long a handler runs.
 const WORK: Duration = Duration::from_millis(100);
 
-/// Handlers running now over every client, the most ever seen, and the
-/// survivors' own count once the doomed client is dead.
+/// Handlers running now on the doomed client and on the others, the most
+/// ever seen at once, and the survivors' own count once the doomed client
+/// is dead.
+///
+/// A killed client runs nothing: once it is killed its handlers no longer
+/// count, though its runtime drops their futures in the background (on a
+/// slow broker, dropping its connections can hold that up for seconds).
 #[derive(Default)]
 struct Running {
-    now: AtomicUsize,
+    doomed_now: AtomicUsize,
+    others_now: AtomicUsize,
     most: AtomicUsize,
     survivors: AtomicUsize,
     killed: AtomicBool,
@@ -183,13 +189,29 @@ async fn listen(
 /// Counts a handler running until dropped (also when its runtime is).
 struct Guard {
     running: Arc<Running>,
+    doomed: bool,
     survivor: bool,
 }
 
 impl Guard {
     fn enter(running: &Arc<Running>, doomed: bool, tx: &UnboundedSender<Event>) -> Guard {
-        let now = running.now.fetch_add(1, Ordering::SeqCst) + 1;
-        running.most.fetch_max(now, Ordering::SeqCst);
+        // Each counter is raised before the other is read: of two handlers
+        // starting at once, one sees both.
+        let (on_doomed, on_others) = if doomed {
+            let on_doomed = running.doomed_now.fetch_add(1, Ordering::SeqCst) + 1;
+            (on_doomed, running.others_now.load(Ordering::SeqCst))
+        } else {
+            let on_others = running.others_now.fetch_add(1, Ordering::SeqCst) + 1;
+            (running.doomed_now.load(Ordering::SeqCst), on_others)
+        };
+        let alive_doomed = if running.killed.load(Ordering::SeqCst) {
+            0
+        } else {
+            on_doomed
+        };
+        running
+            .most
+            .fetch_max(alive_doomed + on_others, Ordering::SeqCst);
         let survivor = !doomed && running.killed.load(Ordering::SeqCst);
         if survivor {
             let survivors = running.survivors.fetch_add(1, Ordering::SeqCst) + 1;
@@ -204,6 +226,7 @@ impl Guard {
         });
         Guard {
             running: Arc::clone(running),
+            doomed,
             survivor,
         }
     }
@@ -211,7 +234,12 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        self.running.now.fetch_sub(1, Ordering::SeqCst);
+        let count = if self.doomed {
+            &self.running.doomed_now
+        } else {
+            &self.running.others_now
+        };
+        count.fetch_sub(1, Ordering::SeqCst);
         if self.survivor {
             self.running.survivors.fetch_sub(1, Ordering::SeqCst);
         }
