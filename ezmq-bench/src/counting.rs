@@ -8,7 +8,9 @@ use ezmq_disque::spi::{
     Backend, Capabilities, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, Peek, QueueStats,
     ReplyChannel, Source,
 };
-use ezmq_disque::{async_trait, Bytes, DisqueBackend, JobId, PushOptions, Result, Topic};
+use ezmq_disque::{
+    async_trait, BrokerHealth, Bytes, DisqueBackend, JobId, PushOptions, Result, Topic,
+};
 
 /// Delegates everything to Disque, counting `receive` calls and the jobs
 /// they return. Costs one extra boxed future per backend call.
@@ -81,6 +83,10 @@ impl Backend for Counting {
 
     async fn close(&self) -> Result<()> {
         self.inner.close().await
+    }
+
+    async fn health(&self) -> Result<BrokerHealth> {
+        self.inner.health().await
     }
 
     fn queue_stats(&self) -> Option<&dyn QueueStats> {

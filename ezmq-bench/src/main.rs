@@ -147,6 +147,9 @@ enum Scenario {
     /// Consume with a rate limit far above the achievable rate vs the
     /// plain listener.
     RateLimit,
+    /// Redis only: the dashboard's overview of 500 topics vs a raw read of
+    /// their counts.
+    Dashboard,
     /// PostgreSQL only: a fetch from a queue of a million jobs vs one of
     /// 100 (20,000 with `--smoke`).
     DeepFetch,
@@ -246,12 +249,15 @@ async fn run(args: Args) -> BoxResult<()> {
         batch: wanted(Scenario::Batch),
         rate_limit: wanted(Scenario::RateLimit),
     };
-    if backend(BackendKind::Redis) && parts.any() {
+    if backend(BackendKind::Redis) && (parts.any() || wanted(Scenario::Dashboard)) {
         let url = &args.redis_url;
         match brokers::redis::RedisBench::connect(url).await {
             Ok(redis) => {
                 println!("## Redis at {url}\n");
                 brokers::run(&redis, &settings, parts, &mut goals).await?;
+                if wanted(Scenario::Dashboard) {
+                    redis.dashboard(&settings, &mut goals).await?;
+                }
             }
             Err(e) if brokers::required("redis") => {
                 return Err(format!("no broker at {url}: {e}").into())

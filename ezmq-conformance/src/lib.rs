@@ -84,6 +84,7 @@ pub const CASES: &[&str] = &[
     "high_jobs_overtake_a_backlog_without_starving_it",
     "priority_survives_delay_and_retry",
     "presence_shows_live_listeners",
+    "health_reports_the_server",
 ];
 
 /// Expands to `mod behaviour { ... }` with one `#[tokio::test(flavor = "multi_thread", worker_threads = 2)]` per behaviour,
@@ -132,6 +133,7 @@ macro_rules! behaviour_suite {
             high_jobs_overtake_a_backlog_without_starving_it,
             priority_survives_delay_and_retry,
             presence_shows_live_listeners,
+            health_reports_the_server,
         );
     };
     (@cases ($broker:expr); $($case:ident,)*) => {

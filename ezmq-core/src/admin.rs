@@ -2,10 +2,11 @@
 //! on it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::Result;
 use crate::flow_status::FlowStatus;
+use crate::health::BrokerHealth;
 use crate::job::{Job, JobId};
 use crate::lane_mark;
 use crate::listener::ListenerHandle;
@@ -79,6 +80,33 @@ impl<'a> Admin<'a> {
     /// What the broker can do beyond push and consume.
     pub fn capabilities(&self) -> Capabilities {
         self.runtime.backend().capabilities()
+    }
+
+    /// The broker's health: its server, facts such as its version, mode
+    /// and uptime, and each of its nodes, up or down (what each backend
+    /// reports: [`BrokerHealth`]). The last fact, `answered in`, is how
+    /// long the call took. A node that does not answer is reported down,
+    /// not as an error; the report never holds an address, a URL or a
+    /// credential, so it can be shown as it is.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: &dyn ezmq_core::MqClient) -> ezmq_core::Result<()> {
+    /// let health = client.admin().health().await?;
+    /// println!("{}", health.server);
+    /// for (label, value) in &health.facts {
+    ///     println!("  {label}: {value}");
+    /// }
+    /// for node in &health.nodes {
+    ///     println!("  {} {}", node.name, if node.up { "up" } else { "DOWN" });
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn health(&self) -> Result<BrokerHealth> {
+        self.runtime.ensure_open()?;
+        let started = Instant::now();
+        let health = self.runtime.backend().health().await?;
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        Ok(health.with_fact("answered in", format!("{ms:.1} ms")))
     }
 
     /// Jobs waiting in `topic`, its priority lanes included
@@ -190,14 +218,27 @@ impl<'a> Admin<'a> {
     /// can do neither.
     pub async fn topics(&self) -> Result<Vec<Topic>> {
         self.runtime.ensure_open()?;
-        let listed = match self.runtime.backend().queue_stats() {
-            Some(stats) => stats.topics().await?,
-            None => None,
-        };
         let live = if self.has_presence() {
             Some(self.participants().await?)
         } else {
             None
+        };
+        self.topics_of(live.as_deref()).await
+    }
+
+    /// [`Admin::topics`] with the live participants already read (a page
+    /// that shows both reads presence once). `participants` should come
+    /// from [`Admin::participants`]; without presence pass `&[]`.
+    pub async fn topics_with(&self, participants: &[Participant]) -> Result<Vec<Topic>> {
+        self.runtime.ensure_open()?;
+        let live = self.has_presence().then_some(participants);
+        self.topics_of(live).await
+    }
+
+    async fn topics_of(&self, live: Option<&[Participant]>) -> Result<Vec<Topic>> {
+        let listed = match self.runtime.backend().queue_stats() {
+            Some(stats) => stats.topics().await?,
+            None => None,
         };
         if listed.is_none() && live.is_none() {
             return Err(self.runtime.unsupported(Capability::Peek));
@@ -208,7 +249,7 @@ impl<'a> Admin<'a> {
             .map(|t| t.as_str().to_owned())
             .collect();
         for participant in live.unwrap_or_default() {
-            names.extend(participant.listeners.into_iter().map(|l| l.topic));
+            names.extend(participant.listeners.iter().map(|l| l.topic.clone()));
         }
         Ok(names
             .into_iter()

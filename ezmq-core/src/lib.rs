@@ -63,6 +63,7 @@ mod flow;
 mod flow_status;
 mod handler;
 mod headers;
+mod health;
 mod hooks;
 mod job;
 mod job_id_gen;
@@ -93,6 +94,7 @@ pub use handler::{handler_fn, json_handler, Handler, HandlerFn, Permanent};
 pub use headers::{
     Headers, HeadersIter, ATTEMPT_HEADER, MESSAGE_ID_HEADER, RESERVED_HEADER_PREFIX,
 };
+pub use health::{BrokerHealth, NodeHealth};
 pub use hooks::{FailedAttempt, ListenerHooks};
 pub use job::{Job, JobId};
 pub use job_meta::JobMeta;

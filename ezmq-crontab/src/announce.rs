@@ -47,6 +47,9 @@ pub(crate) const PRESENCE_KIND: &str = "crontab";
 pub(crate) const SPEC_DETAIL: &str = "spec";
 /// The presence entry's detail naming the crontab's time zone.
 pub(crate) const TIMEZONE_DETAIL: &str = "timezone";
+/// The presence entry's detail holding the last tick this participant
+/// ran (RFC 3339).
+pub(crate) const LAST_TICK_DETAIL: &str = "last_tick";
 /// The kind of the registry's internal topic name.
 const REGISTRY_KIND: &str = "cron-registry";
 /// Announcements read per peek by [`announced_crontabs`].
@@ -113,7 +116,9 @@ pub struct CrontabStatus {
 /// [`PRESENCE_EXPIRY`](ezmq_core::presence::PRESENCE_EXPIRY).
 ///
 /// On a backend that cannot peek (RabbitMQ) the list comes from presence
-/// alone: the last tick is not known there (`None`). Fails with
+/// alone: the last tick is the newest a live participant ran, as of its
+/// last announcement (within
+/// [`PRESENCE_HEARTBEAT`](ezmq_core::presence::PRESENCE_HEARTBEAT)). Fails with
 /// [`Error::Unsupported`](ezmq_core::Error::Unsupported) on a backend
 /// without presence.
 pub async fn announced_crontabs<C: MqClient + ?Sized>(client: &C) -> Result<Vec<CrontabStatus>> {
@@ -139,28 +144,47 @@ pub async fn announced_crontabs<C: MqClient + ?Sized>(client: &C) -> Result<Vec<
     Ok(crontabs)
 }
 
-/// The crontabs live participants run, from their presence entries alone
-/// (no last tick).
+/// The crontabs live participants run, from their presence entries alone:
+/// the last tick is the newest any of them ran (as of its last
+/// announcement).
 fn from_presence(
     live: &[ezmq_core::presence::Participant],
     now: DateTime<Utc>,
 ) -> Vec<CrontabStatus> {
-    let mut by_name: BTreeMap<&str, (Option<&PresenceEntry>, Vec<String>)> = BTreeMap::new();
+    #[derive(Default)]
+    struct Seen<'a> {
+        entry: Option<&'a PresenceEntry>,
+        participants: Vec<String>,
+        last: Option<(DateTime<Utc>, String)>,
+    }
+    let mut by_name: BTreeMap<&str, Seen<'_>> = BTreeMap::new();
     for p in live {
         for entry in p.entries.iter().filter(|e| e.kind == PRESENCE_KIND) {
-            let slot = by_name.entry(entry.name.as_str()).or_default();
-            slot.0.get_or_insert(entry);
-            slot.1.push(p.process.clone());
+            let seen = by_name.entry(entry.name.as_str()).or_default();
+            seen.entry.get_or_insert(entry);
+            seen.participants.push(p.process.clone());
+            let ran = entry
+                .detail
+                .get(LAST_TICK_DETAIL)
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&Utc));
+            if let Some(ran) = ran {
+                if seen.last.as_ref().is_none_or(|(last, _)| ran > *last) {
+                    seen.last = Some((ran, p.process.clone()));
+                }
+            }
         }
     }
     by_name
         .into_iter()
-        .filter_map(|(name, (entry, mut participants))| {
-            let entry = entry?;
+        .filter_map(|(name, seen)| {
+            let entry = seen.entry?;
             let spec = entry.detail.get(SPEC_DETAIL)?.clone();
             let timezone = entry.detail.get(TIMEZONE_DETAIL)?.clone();
+            let mut participants = seen.participants;
             participants.sort();
             participants.dedup();
+            let (last_tick, last_tick_by) = seen.last.unzip();
             Some(CrontabStatus {
                 next_tick: Tz::from_str(&timezone)
                     .ok()
@@ -168,8 +192,8 @@ fn from_presence(
                     .and_then(|spec| spec.next_after(now)),
                 spec,
                 timezone,
-                last_tick: None,
-                last_tick_by: None,
+                last_tick,
+                last_tick_by,
                 participants,
                 name: name.to_owned(),
             })
@@ -400,15 +424,21 @@ mod tests {
     }
 
     #[test]
-    fn presence_alone_lists_crontabs_without_a_last_tick() {
+    fn presence_alone_lists_crontabs_with_the_newest_tick_run() {
         let live: Vec<ezmq_core::presence::Participant> =
             serde_json::from_value(serde_json::json!([
                 {"id": "h/1/a", "process": "h/1", "started_at_ms": 0, "announced_at_ms": 1,
                  "expires_at_ms": 2, "entries": [
                     {"kind": "crontab", "name": "report",
-                     "detail": {"spec": "0 * * * * *", "timezone": "UTC"}},
+                     "detail": {"spec": "0 * * * * *", "timezone": "UTC",
+                                "last_tick": "2026-12-07T10:00:00.000Z"}},
                     {"kind": "other", "name": "x"}]},
                 {"id": "h/2/b", "process": "h/2", "started_at_ms": 0, "announced_at_ms": 1,
+                 "expires_at_ms": 2, "entries": [
+                    {"kind": "crontab", "name": "report",
+                     "detail": {"spec": "0 * * * * *", "timezone": "UTC",
+                                "last_tick": "2026-12-07T10:01:00.000Z"}}]},
+                {"id": "h/3/c", "process": "h/3", "started_at_ms": 0, "announced_at_ms": 1,
                  "expires_at_ms": 2, "entries": [
                     {"kind": "crontab", "name": "report",
                      "detail": {"spec": "0 * * * * *", "timezone": "UTC"}}]}
@@ -422,8 +452,12 @@ mod tests {
             (r.name.as_str(), r.spec.as_str(), r.timezone.as_str()),
             ("report", "0 * * * * *", "UTC")
         );
-        assert_eq!(r.participants, ["h/1", "h/2"]);
-        assert_eq!(r.last_tick, None);
+        assert_eq!(r.participants, ["h/1", "h/2", "h/3"]);
+        assert_eq!(
+            r.last_tick.map(|t| t.to_rfc3339()).as_deref(),
+            Some("2026-12-07T10:01:00+00:00")
+        );
+        assert_eq!(r.last_tick_by.as_deref(), Some("h/2"));
         assert!(r.next_tick.is_some_and(|t| t > now));
     }
 

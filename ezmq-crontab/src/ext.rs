@@ -169,7 +169,7 @@ impl<C: MqClient + ?Sized> CrontabExt for C {
             announce,
             stopped: Some(stopped.drop_guard()),
             participant: crate::announce::participant(),
-            _presence: presence,
+            presence,
         };
         runtime.spawn(scheduler.run());
         Ok(())

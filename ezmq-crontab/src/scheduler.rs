@@ -66,8 +66,8 @@ pub(crate) struct Scheduler {
     /// `host/pid`, for the run claim.
     pub(crate) participant: String,
     /// Shows the crontab as running here (`ezmq cron list`) while the
-    /// scheduler lives.
-    pub(crate) _presence: ezmq_core::presence::PresenceGuard,
+    /// scheduler lives, with the last tick it ran.
+    pub(crate) presence: ezmq_core::presence::PresenceGuard,
 }
 
 enum Claim {
@@ -141,7 +141,7 @@ impl Scheduler {
                     Claim::Won => {
                         if let Some(guard) = self.run_guard(tick, &span).await {
                             telemetry::tick(self.backend.name(), &self.name, RUN);
-                            self.announce.send_replace(Some(tick));
+                            self.ran(tick);
                             runs.start(tick, &self.handler, span, guard);
                         }
                     }
@@ -199,7 +199,7 @@ impl Scheduler {
                 if let Some(guard) = self.run_guard(last, &span).await {
                     telemetry::tick(self.backend.name(), &self.name, RUN);
                     info!(parent: &span, "catching up the most recent tick");
-                    self.announce.send_replace(Some(last));
+                    self.ran(last);
                     runs.start(last, &self.handler, span, guard);
                 }
             }
@@ -266,6 +266,17 @@ impl Scheduler {
 
     /// Tries to claim `tick`, retrying failed calls until `deadline`. A call
     /// in progress is never abandoned because of cancellation.
+    /// This participant won `tick` and runs it: tells the announcer, and
+    /// puts it in the presence entry (what `cron list` shows on a broker
+    /// that cannot peek).
+    fn ran(&self, tick: DateTime<Utc>) {
+        self.announce.send_replace(Some(tick));
+        self.presence.set_detail(
+            crate::announce::LAST_TICK_DETAIL,
+            tick.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        );
+    }
+
     async fn claim(&self, tick: DateTime<Utc>, hold: Duration, deadline: DateTime<Utc>) -> Claim {
         let key = match claim_key(&self.name, tick) {
             Ok(key) => key,

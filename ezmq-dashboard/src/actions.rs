@@ -2,7 +2,7 @@
 //! dead letters, cancel and promote a scheduled job. Each is refused in
 //! read-only mode and without the page's CSRF token (403), writes an audit
 //! line (target `ezmq_dashboard::audit`), then sends the browser back to
-//! the topic's page with what it did.
+//! the topic's page with what it did. A handler's `Err` is the refusal.
 
 use std::collections::HashSet;
 
@@ -81,22 +81,19 @@ pub(crate) async fn pause(
     State(state): State<AppState>,
     Path((name, verb)): Path<(String, String)>,
     Form(form): Form<ActionForm>,
-) -> Response {
-    let topic = match admit(&state, &name, &form) {
-        Ok(topic) => topic,
-        Err(response) => return response,
-    };
+) -> Result<Response, Response> {
+    let topic = admit(&state, &name, &form)?;
     let admin = state.client.admin();
     let result = match verb.as_str() {
         "pause" => admin.pause(&topic).await,
         "resume" => admin.resume(&topic).await,
-        _ => return refused(StatusCode::NOT_FOUND, "no such action"),
+        _ => return Err(refused(StatusCode::NOT_FOUND, "no such action")),
     };
     info!(target: "ezmq_dashboard::audit", action = %verb, topic = %topic, ok = result.is_ok(), "dashboard action");
-    match result {
+    Ok(match result {
         Ok(_) => back(&topic, &format!("{verb}d")),
         Err(e) => back(&topic, &format!("{verb} failed: {e}")),
-    }
+    })
 }
 
 /// `POST /topics/{topic}/dead-letters/requeue`: one (`id`) or all.
@@ -104,11 +101,8 @@ pub(crate) async fn requeue(
     State(state): State<AppState>,
     Path(name): Path<String>,
     Form(form): Form<ActionForm>,
-) -> Response {
-    let (topic, dead) = match admit_dead_letters(&state, &name, &form) {
-        Ok(pair) => pair,
-        Err(response) => return response,
-    };
+) -> Result<Response, Response> {
+    let (topic, dead) = admit_dead_letters(&state, &name, &form)?;
     let selection = match form.id.as_deref().filter(|id| !id.is_empty()) {
         Some(id) => DeadLetterSelection::Ids(HashSet::from([id.to_owned()])),
         None => DeadLetterSelection::All,
@@ -121,7 +115,7 @@ pub(crate) async fn requeue(
     info!(target: "ezmq_dashboard::audit", action = "requeue", topic = %topic,
         id = form.id.as_deref().unwrap_or("all"),
         done = report.as_ref().map_or(0, |r| r.done), "dashboard action");
-    match report {
+    Ok(match report {
         Ok(r) if r.is_complete() => back(&topic, &format!("requeued {}", r.done)),
         Ok(r) => back(
             &topic,
@@ -133,7 +127,7 @@ pub(crate) async fn requeue(
             ),
         ),
         Err(e) => back(&topic, &format!("requeue failed: {e}")),
-    }
+    })
 }
 
 /// `POST /topics/{topic}/dead-letters/purge`, with `confirm` = the topic.
@@ -141,21 +135,18 @@ pub(crate) async fn purge(
     State(state): State<AppState>,
     Path(name): Path<String>,
     Form(form): Form<ActionForm>,
-) -> Response {
-    let (topic, dead) = match admit_dead_letters(&state, &name, &form) {
-        Ok(pair) => pair,
-        Err(response) => return response,
-    };
+) -> Result<Response, Response> {
+    let (topic, dead) = admit_dead_letters(&state, &name, &form)?;
     if form.confirm.as_deref().map(str::trim) != Some(topic.as_str()) {
-        return back(&topic, "not purged: type the topic's name to confirm");
+        return Ok(back(&topic, "not purged: type the topic's name to confirm"));
     }
     let report = state.client.admin().purge(&dead, |_| {}).await;
     info!(target: "ezmq_dashboard::audit", action = "purge", topic = %topic,
         done = report.as_ref().map_or(0, |r| r.done), "dashboard action");
-    match report {
+    Ok(match report {
         Ok(r) => back(&topic, &format!("deleted {} dead letters", r.done)),
         Err(e) => back(&topic, &format!("purge failed: {e}")),
-    }
+    })
 }
 
 /// `POST /topics/{topic}/jobs/{id}/cancel` and `/promote`.
@@ -163,11 +154,8 @@ pub(crate) async fn job(
     State(state): State<AppState>,
     Path((name, id, verb)): Path<(String, String, String)>,
     Form(form): Form<ActionForm>,
-) -> Response {
-    let topic = match admit(&state, &name, &form) {
-        Ok(topic) => topic,
-        Err(response) => return response,
-    };
+) -> Result<Response, Response> {
+    let topic = admit(&state, &name, &form)?;
     let admin = state.client.admin();
     let job = JobId::new(&id);
     let done = match verb.as_str() {
@@ -179,12 +167,12 @@ pub(crate) async fn job(
             .promote_job(&topic, &job)
             .await
             .map(|found| if found { "due now" } else { "not found" }.to_owned()),
-        _ => return refused(StatusCode::NOT_FOUND, "no such action"),
+        _ => return Err(refused(StatusCode::NOT_FOUND, "no such action")),
     };
     info!(target: "ezmq_dashboard::audit", action = %verb, topic = %topic, id = %id,
         ok = done.is_ok(), "dashboard action");
-    match done {
+    Ok(match done {
         Ok(done) => back(&topic, &format!("{id}: {done}")),
         Err(e) => back(&topic, &format!("{id}: {verb} failed: {e}")),
-    }
+    })
 }

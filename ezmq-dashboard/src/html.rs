@@ -61,6 +61,17 @@ pub(crate) fn time_ms(ms: i64) -> String {
     )
 }
 
+/// A rate per second: `-` when unknown (the first 10 seconds of
+/// sampling, or a broker with no presence).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // rounded, non-negative
+pub(crate) fn rate(per_second: Option<f64>) -> String {
+    match per_second {
+        None => "-".to_owned(),
+        Some(r) if r >= 100.0 => format!("{}/s", r.round() as u64),
+        Some(r) => format!("{r:.1}/s"),
+    }
+}
+
 /// A count, or `-` when the broker cannot tell.
 pub(crate) fn count(n: Option<u64>) -> String {
     n.map_or_else(|| "-".to_owned(), |n| n.to_string())
@@ -126,14 +137,17 @@ td.n,th.n{text-align:right}\
 code,pre{font:12px ui-monospace,monospace;white-space:pre-wrap;word-break:break-all;margin:0}\
 form.inline{display:inline;margin:0 4px 0 0}\
 .note{color:#666}.flash{background:#e8f5e9;padding:6px 10px;margin:8px 0}\
-.error{background:#fdecea;padding:6px 10px;margin:8px 0}";
+.error{background:#fdecea;padding:6px 10px;margin:8px 0}\
+svg.spark{color:#2b6cb0;vertical-align:middle}";
 
 /// One of the sections the header links to.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Section {
     Topics,
     Cron,
+    Groups,
     Processes,
+    Health,
 }
 
 /// A whole page: the header, `flash` (a message after an action, text),
@@ -156,13 +170,15 @@ pub(crate) fn page(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width\">\
          <title>{title} · ezmq</title><style>{STYLE}</style></head><body>\
-         <header><strong>ezmq</strong> <span class=\"note\">{backend}</span> &nbsp; {topics}{cron}{processes}</header>\
+         <header><strong>ezmq</strong> <span class=\"note\">{backend}</span> &nbsp; {topics}{cron}{groups}{processes}{health}</header>\
          <main><h1>{title}</h1>{flash}{body}</main></body></html>",
         title = escape(title),
         backend = escape(backend),
         topics = link("/", "Topics", Section::Topics),
         cron = link("/cron", "Cron", Section::Cron),
+        groups = link("/groups", "Groups", Section::Groups),
         processes = link("/processes", "Processes", Section::Processes),
+        health = link("/health", "Health", Section::Health),
     ))
 }
 

@@ -37,6 +37,7 @@ mod delivery;
 mod error;
 mod fan_out;
 mod health;
+mod health_report;
 mod job_store;
 mod mux;
 mod node;

@@ -9,7 +9,7 @@ use ezmq_core::spi::{
     envelope, Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut,
     JobStore, Peek, QueueStats, ReplyChannel, Source,
 };
-use ezmq_core::{Job, JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
+use ezmq_core::{BrokerHealth, Job, JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
 
 use crate::backend::DisqueBackend;
 use crate::delivery::DisqueDelivery;
@@ -93,6 +93,11 @@ impl Backend for DisqueBackend {
 
     async fn close(&self) -> Result<()> {
         self.close_connections().await
+    }
+
+    /// `INFO` on every node of the table (see `health_report.rs`).
+    async fn health(&self) -> Result<BrokerHealth> {
+        self.health_report().await
     }
 
     fn queue_stats(&self) -> Option<&dyn QueueStats> {

@@ -13,7 +13,7 @@ use ezmq_core::spi::{
     Backend, Capabilities, Capability, ClaimOutcome, Delivery, ExclusiveClaim, FanOut, Peek,
     QueueStats, ReplyChannel, Source,
 };
-use ezmq_core::{Error, Job, JobId, PushOptions, Result, Topic};
+use ezmq_core::{BrokerHealth, Error, Job, JobId, PushOptions, Result, Topic};
 use rdkafka::producer::{FutureProducer, Producer};
 
 use crate::claims::ClaimLog;
@@ -289,6 +289,11 @@ impl Backend for KafkaBackend {
         }
         tracing::debug!("Kafka backend closed");
         Ok(())
+    }
+
+    /// One metadata request: see `health.rs`.
+    async fn health(&self) -> Result<BrokerHealth> {
+        self.health_report().await
     }
 
     fn queue_stats(&self) -> Option<&dyn QueueStats> {

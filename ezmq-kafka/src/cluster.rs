@@ -12,6 +12,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::KafkaError;
+use rdkafka::metadata::Metadata;
 use rdkafka::types::RDKafkaErrorCode;
 
 use crate::config::KafkaConfig;
@@ -228,15 +229,20 @@ impl KafkaCluster {
         Ok(())
     }
 
-    /// The names of the cluster's topics that start with `prefix`.
-    pub(crate) async fn topics_starting_with(&self, prefix: &str) -> Result<Vec<String>> {
+    /// The cluster's metadata: its brokers and every topic, within
+    /// [`KafkaConfig::command_timeout`].
+    pub(crate) async fn metadata(&self) -> Result<Metadata> {
         let admin = Arc::clone(&self.inner.admin);
         let timeout = self.inner.config.command_timeout;
-        let metadata =
-            tokio::task::spawn_blocking(move || admin.inner().fetch_metadata(None, timeout))
-                .await
-                .map_err(|err| Error::backend(format!("reading Kafka topics: {err}"), true))?
-                .map_err(|err| kafka_error("metadata", err))?;
+        tokio::task::spawn_blocking(move || admin.inner().fetch_metadata(None, timeout))
+            .await
+            .map_err(|err| Error::backend(format!("reading Kafka metadata: {err}"), true))?
+            .map_err(|err| kafka_error("metadata", err))
+    }
+
+    /// The names of the cluster's topics that start with `prefix`.
+    pub(crate) async fn topics_starting_with(&self, prefix: &str) -> Result<Vec<String>> {
+        let metadata = self.metadata().await?;
         Ok(metadata
             .topics()
             .iter()

@@ -40,6 +40,7 @@ mod config;
 mod consumer;
 mod delay;
 mod fan_out;
+mod health;
 mod names;
 mod push;
 mod reply;

@@ -15,7 +15,7 @@ use ezmq_core::spi::{
     Backend, Capabilities, Capability, Delivery, ExclusiveClaim, FanOut, Peek, QueueStats,
     ReplyChannel, Source,
 };
-use ezmq_core::{Error, JobId, PushOptions, Result, Topic};
+use ezmq_core::{BrokerHealth, Error, JobId, PushOptions, Result, Topic};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -413,6 +413,12 @@ impl Backend for NatsBackend {
 
     async fn close(&self) -> Result<()> {
         self.inner.close().await
+    }
+
+    /// The server's `INFO`, the connection's state and the JetStream
+    /// account: see `health.rs`.
+    async fn health(&self) -> Result<BrokerHealth> {
+        crate::health::report(&self.inner).await
     }
 
     fn queue_stats(&self) -> Option<&dyn QueueStats> {

@@ -36,6 +36,7 @@ mod connect_failure;
 mod durable;
 mod error;
 mod fan_out;
+mod health;
 mod mover;
 mod names;
 mod push;

@@ -14,7 +14,7 @@ use ezmq_core::spi::{
     Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, JobStore,
     Peek, QueueStats, ReplyChannel, Source,
 };
-use ezmq_core::{Error, JobId, PushOptions, Result, Topic};
+use ezmq_core::{BrokerHealth, Error, JobId, PushOptions, Result, Topic};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPoolOptions};
 use sqlx::{Connection, PgPool};
 use tokio::task::JoinHandle;
@@ -271,6 +271,12 @@ impl Backend for PostgresBackend {
 
     async fn close(&self) -> Result<()> {
         self.inner.close().await
+    }
+
+    /// One query of the server's version, role, uptime and sizes: see
+    /// `health.rs`.
+    async fn health(&self) -> Result<BrokerHealth> {
+        crate::health::report(&self.inner).await
     }
 
     fn queue_stats(&self) -> Option<&dyn QueueStats> {

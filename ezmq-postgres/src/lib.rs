@@ -36,6 +36,7 @@ mod config;
 mod connect_failure;
 mod error;
 mod fan_out;
+mod health;
 mod in_transaction;
 mod job_store;
 mod push;

@@ -11,7 +11,7 @@ use ezmq_core::spi::{
     Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut,
     PresenceStore, QueueStats, ReplyChannel, Source,
 };
-use ezmq_core::{Error, JobId, PushOptions, Result, Topic};
+use ezmq_core::{BrokerHealth, Error, JobId, PushOptions, Result, Topic};
 
 use crate::batch;
 use crate::config::RabbitConfig;
@@ -234,6 +234,12 @@ impl Backend for RabbitBackend {
         }
         self.inner.connector.close().await;
         Ok(())
+    }
+
+    /// The connection's state and one passive declaration: see
+    /// `health.rs`.
+    async fn health(&self) -> Result<BrokerHealth> {
+        crate::health::report(&self.inner).await
     }
 
     fn queue_stats(&self) -> Option<&dyn QueueStats> {

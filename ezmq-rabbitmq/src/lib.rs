@@ -30,6 +30,7 @@ mod declared;
 mod delivery;
 mod error;
 mod fan_out;
+mod health;
 mod hold;
 mod idle;
 mod names;

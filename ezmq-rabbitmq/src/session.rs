@@ -88,6 +88,12 @@ impl Session {
         self.connection.status().connected()
     }
 
+    /// The AMQP connection, for its state and the settings negotiated
+    /// with the broker (the health report).
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
     /// A new channel (for consumers and reply inboxes).
     pub(crate) async fn channel(&self) -> Result<Channel, RabbitError> {
         self.bounded("channel.open", "", open_channel(&self.connection))

@@ -12,7 +12,7 @@ use ezmq_core::spi::{
     Backend, Capabilities, Capability, Delivery, DeliveryHandle, ExclusiveClaim, FanOut, JobStore,
     Peek, QueueStats, RateLimiter, ReplyChannel, Source,
 };
-use ezmq_core::{Error, JobId, PushOptions, Result, Topic};
+use ezmq_core::{BrokerHealth, Error, JobId, PushOptions, Result, Topic};
 use redis::{Cmd, RedisError, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -312,6 +312,11 @@ impl Backend for RedisBackend {
 
     async fn close(&self) -> Result<()> {
         self.inner.close().await
+    }
+
+    /// `INFO` (on a cluster also `CLUSTER NODES`): see `health.rs`.
+    async fn health(&self) -> Result<BrokerHealth> {
+        self.inner.health().await
     }
 
     fn queue_stats(&self) -> Option<&dyn QueueStats> {

@@ -37,6 +37,7 @@ mod conn;
 mod error;
 mod fan_out;
 mod handshake;
+mod health;
 mod job_store;
 mod keys;
 mod live;

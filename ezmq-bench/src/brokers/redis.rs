@@ -2,6 +2,7 @@
 //! `ezmq-redis`.
 
 mod batch;
+mod dashboard;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

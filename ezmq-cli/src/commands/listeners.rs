@@ -25,6 +25,10 @@ struct Row {
     concurrency: Option<usize>,
     /// Handlers running at the process's last announcement (listeners).
     in_flight: Option<usize>,
+    /// Jobs its handler ran successfully since it started (listeners).
+    done: Option<u64>,
+    /// Handler runs that failed since it started (listeners).
+    failed: Option<u64>,
     /// Paused here or cluster-wide (listeners).
     paused: Option<bool>,
     /// When it started (listeners), RFC 3339.
@@ -52,6 +56,8 @@ fn rows(participants: &[Participant]) -> Vec<Row> {
                 group: l.group.clone(),
                 concurrency: Some(l.concurrency),
                 in_flight: Some(l.in_flight),
+                done: Some(l.succeeded),
+                failed: Some(l.failed),
                 paused: Some(l.paused),
                 started_at: Some(rfc3339(l.started_at_ms)),
                 last_seen: seen.clone(),
@@ -65,6 +71,8 @@ fn rows(participants: &[Participant]) -> Vec<Row> {
                 group: None,
                 concurrency: None,
                 in_flight: None,
+                done: None,
+                failed: None,
                 paused: None,
                 started_at: None,
                 last_seen: seen.clone(),
@@ -103,6 +111,8 @@ pub(crate) async fn run(client: &Client, json: bool) -> CliResult<()> {
         "GROUP",
         "CONCURRENCY",
         "IN-FLIGHT",
+        "DONE",
+        "FAILED",
         "PAUSED",
         "STARTED",
         "LAST SEEN",
@@ -115,6 +125,8 @@ pub(crate) async fn run(client: &Client, json: bool) -> CliResult<()> {
             dash(r.group),
             dash(r.concurrency.map(|n| n.to_string())),
             dash(r.in_flight.map(|n| n.to_string())),
+            dash(r.done.map(|n| n.to_string())),
+            dash(r.failed.map(|n| n.to_string())),
             dash(r.paused.map(|p| if p { "yes" } else { "no" }.to_owned())),
             dash(r.started_at),
             r.last_seen,

@@ -8,6 +8,7 @@
 mod consume;
 mod failures;
 mod global_concurrency;
+mod health;
 mod idempotence;
 mod inspection;
 mod job_control;
@@ -38,6 +39,7 @@ pub use failures::{
     retry_with_backoff_then_dead_letter,
 };
 pub use global_concurrency::global_concurrency_holds_across_clients;
+pub use health::health_reports_the_server;
 pub use idempotence::idempotent_push_by_message_id;
 pub use inspection::{capabilities_are_consistent, peek, queue_len};
 pub use job_control::{

@@ -1,7 +1,7 @@
 //! The state a listener shares with its handle, its tasks and the client's
 //! registry: the stop signal, the grace deadline, the in-flight count.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -33,6 +33,11 @@ pub(crate) struct Control {
     done: CancellationToken,
     /// Handlers running right now.
     in_flight: AtomicUsize,
+    /// Jobs whose handler succeeded, since the listener started.
+    succeeded: AtomicU64,
+    /// Handler runs that failed (retried or dead-lettered), since the
+    /// listener started.
+    failed: AtomicU64,
     /// Paused here ([`Control::set_paused`]) and cluster-wide
     /// ([`Control::set_topic_paused`]).
     paused: tokio::sync::watch::Sender<Paused>,
@@ -68,6 +73,8 @@ impl Control {
             deadline: Mutex::new(None),
             done: CancellationToken::new(),
             in_flight: AtomicUsize::new(0),
+            succeeded: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
             paused: tokio::sync::watch::Sender::new(Paused::default()),
         }
     }
@@ -173,6 +180,26 @@ impl Control {
 
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Counts a handler run that ended: `true` when it succeeded.
+    pub(crate) fn count_outcome(&self, succeeded: bool) {
+        let counter = if succeeded {
+            &self.succeeded
+        } else {
+            &self.failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Jobs whose handler succeeded since the listener started.
+    pub(crate) fn succeeded(&self) -> u64 {
+        self.succeeded.load(Ordering::Relaxed)
+    }
+
+    /// Handler runs that failed since the listener started.
+    pub(crate) fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
     }
 
     /// Counts a running handler until the guard is dropped.

@@ -52,6 +52,12 @@ pub(crate) async fn run_job(
     drop(global);
     let decision = Decision::of(outcome, attempt, &policy);
     processing.finish(decision.settle());
+    match &decision {
+        Decision::Taken { failure } => ctx.control.count_outcome(failure.is_none()),
+        Decision::Ack => ctx.control.count_outcome(true),
+        Decision::DeadLetter { .. } | Decision::Retry { .. } => ctx.control.count_outcome(false),
+        Decision::Release => {}
+    }
     match decision {
         Decision::Taken { failure } => {
             if let Some(message) = failure {

@@ -111,6 +111,17 @@ impl ListenerHandle {
         self.control.in_flight()
     }
 
+    /// Jobs whose handler succeeded since the listener started.
+    pub fn succeeded(&self) -> u64 {
+        self.control.succeeded()
+    }
+
+    /// Handler runs that failed since the listener started: those retried
+    /// and those dead-lettered.
+    pub fn failed(&self) -> u64 {
+        self.control.failed()
+    }
+
     /// True until a stop is requested (by [`ListenerHandle::stop`] or the
     /// client's shutdown).
     pub fn is_running(&self) -> bool {

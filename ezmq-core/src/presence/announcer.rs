@@ -98,6 +98,8 @@ impl Announcer {
                     group: control.source().group().map(ToString::to_string),
                     concurrency: control.concurrency(),
                     in_flight: control.in_flight(),
+                    succeeded: control.succeeded(),
+                    failed: control.failed(),
                     paused: control.is_paused(),
                     started_at_ms: unix_ms(control.started_at()),
                 })

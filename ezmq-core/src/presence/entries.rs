@@ -99,6 +99,19 @@ pub struct PresenceGuard {
     key: u64,
 }
 
+impl PresenceGuard {
+    /// Sets `key` to `value` in the entry's
+    /// [`detail`](super::PresenceEntry::detail) (a crontab's last tick,
+    /// say). Readers see it with the client's next announcement, within
+    /// [`PRESENCE_HEARTBEAT`](super::PRESENCE_HEARTBEAT): nothing is
+    /// written for it alone.
+    pub fn set_detail(&self, key: impl Into<String>, value: impl Into<String>) {
+        if let Some(entry) = self.presence.lock().get_mut(&self.key) {
+            entry.detail.insert(key.into(), value.into());
+        }
+    }
+}
+
 impl Drop for PresenceGuard {
     fn drop(&mut self) {
         self.presence.lock().remove(&self.key);

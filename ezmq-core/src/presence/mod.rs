@@ -99,6 +99,14 @@ pub struct ListenerPresence {
     pub concurrency: usize,
     /// Handlers it was running.
     pub in_flight: usize,
+    /// Jobs its handler ran successfully since it started (a rate is the
+    /// difference between two records over their time apart).
+    #[serde(default)]
+    pub succeeded: u64,
+    /// Handler runs that failed (retried or dead-lettered) since it
+    /// started.
+    #[serde(default)]
+    pub failed: u64,
     /// True while it was paused (here or cluster-wide).
     pub paused: bool,
     /// When it started, in Unix milliseconds.

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::error::Result;
+use crate::health::BrokerHealth;
 use crate::job::JobId;
 use crate::push_options::PushOptions;
 use crate::topic::Topic;
@@ -166,6 +167,26 @@ pub trait Backend: std::any::Any + Send + Sync + fmt::Debug {
     /// Closes every connection. Calls after `close` fail with
     /// [`Error::Shutdown`](crate::Error::Shutdown).
     async fn close(&self) -> Result<()>;
+
+    /// The broker's health, for tools
+    /// ([`Admin::health`](crate::Admin::health) adds how long it took):
+    /// the server's product, then the facts its client can ask cheaply —
+    /// one round trip or a few, never a scan — such as its version, mode
+    /// and uptime, and one [`NodeHealth`](crate::NodeHealth) per node it
+    /// is made of (a single server is one node, `server`), up when it
+    /// answered now.
+    ///
+    /// A node that does not answer is
+    /// [`NodeHealth::down`](crate::NodeHealth::down), not an error: the
+    /// report is still `Ok`, with what the other nodes told. Never put an
+    /// address, a URL, a user name or a password in it, nor an error's
+    /// text (it can hold an address): name nodes by their id or role.
+    ///
+    /// The default reports the backend's [`Backend::name`] and nothing
+    /// else. A wrapper forwards it.
+    async fn health(&self) -> Result<BrokerHealth> {
+        Ok(BrokerHealth::new(self.name()))
+    }
 
     /// [`QueueStats`], when the backend has it.
     fn queue_stats(&self) -> Option<&dyn QueueStats> {

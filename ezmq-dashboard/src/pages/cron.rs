@@ -70,7 +70,7 @@ pub(crate) async fn show(State(state): State<AppState>) -> Html<String> {
                         ));
                     }
                     Err(ezmq_core::Error::Unsupported { .. }) => body.push_str(&html::note(
-                        "This broker cannot peek, so it keeps no run history.",
+                        "This broker cannot peek, so it keeps no run history: the last tick above is the newest a running process reported.",
                     )),
                     Err(e) => body.push_str(&html::error(&e.to_string())),
                 }

@@ -1,6 +1,8 @@
 //! The pages (GET), one file each.
 
 pub(crate) mod cron;
+pub(crate) mod groups;
+pub(crate) mod health;
 pub(crate) mod numbers;
 pub(crate) mod overview;
 pub(crate) mod processes;

@@ -5,6 +5,9 @@ use ezmq_core::presence::Participant;
 use ezmq_core::spi::Capability;
 use ezmq_core::{Admin, Result, Topic};
 
+use crate::history::Rates;
+use crate::html;
+
 /// What a dead-letter topic's name ends with.
 pub(crate) const DEAD_LETTER_SUFFIX: &str = ".dead-letter";
 
@@ -81,4 +84,35 @@ pub(crate) fn listeners_of(participants: &[Participant], topic: &str) -> usize {
         .flat_map(|p| &p.listeners)
         .filter(|l| l.topic == topic)
         .count()
+}
+
+/// The heads of a topic's numbers, rates and line, as the overview and the
+/// topic page show them.
+pub(crate) const COLUMNS: [&str; 9] = [
+    "Waiting",
+    "Scheduled",
+    "In flight",
+    "Dead letters",
+    "In",
+    "Done",
+    "Failed",
+    "Last 15 min",
+    "Paused",
+];
+
+/// The cells under [`COLUMNS`]: `line` is the backlog's sparkline.
+pub(crate) fn cells(n: &TopicNumbers, rates: Rates, line: String) -> Vec<String> {
+    vec![
+        html::count(n.waiting),
+        html::count(n.scheduled),
+        html::count(n.in_flight),
+        html::count(n.dead_letters),
+        html::rate(rates.jobs_in),
+        html::rate(rates.done),
+        html::rate(rates.failed),
+        line,
+        n.paused
+            .map_or("-", |p| if p { "yes" } else { "no" })
+            .to_owned(),
+    ]
 }

@@ -3,17 +3,15 @@
 use axum::extract::{Query, State};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use ezmq_core::spi::Capability;
-use ezmq_core::{MqClient, Topic};
-use futures::StreamExt;
+use ezmq_core::MqClient;
 use serde::Deserialize;
 
-use super::numbers::{self, DEAD_LETTER_SUFFIX};
+use super::numbers;
 use super::Flash;
 use crate::html::{self, escape, Section};
+use crate::snapshot;
+use crate::sparkline;
 use crate::state::AppState;
-
-/// Topics read at the same time.
-const PARALLEL_READS: usize = 16;
 
 /// Runs `/`.
 pub(crate) async fn show(
@@ -31,69 +29,52 @@ pub(crate) async fn show(
             "This broker cannot list its queues: the topics shown are those live listeners consume; open another by name.",
         ));
     }
-    let participants = if admin.has_presence() {
-        admin.participants().await.unwrap_or_default()
-    } else {
-        Vec::new()
-    };
-    match admin.topics().await {
+    state.sampler.viewed();
+    let snapshot = snapshot::take(admin).await;
+    state.sampler.record(&snapshot);
+    let participants = snapshot.participants.as_deref().unwrap_or_default();
+    match &snapshot.topics {
         Err(e) => body.push_str(&html::error(&format!(
             "this broker cannot list its topics ({e}); open one by name"
         ))),
+        Ok(topics) if topics.is_empty() => {
+            body.push_str(r#"<p class="note">No topic yet.</p>"#);
+        }
         Ok(topics) => {
-            let topics: Vec<Topic> = topics
-                .into_iter()
-                .filter(|t| !t.as_str().ends_with(DEAD_LETTER_SUFFIX))
-                .collect();
-            let rows: Vec<Vec<String>> = futures::stream::iter(topics)
-                .map(|topic| {
-                    let participants = &participants;
-                    async move {
-                        let link = format!(
-                            r#"<a href="/topics/{}">{}</a>"#,
-                            html::path_segment(topic.as_str()),
-                            escape(topic.as_str())
-                        );
-                        let listeners = numbers::listeners_of(participants, topic.as_str());
-                        match numbers::read(admin, &topic).await {
-                            Ok(n) => vec![
-                                link,
-                                html::count(n.waiting),
-                                html::count(n.scheduled),
-                                html::count(n.in_flight),
-                                html::count(n.dead_letters),
-                                n.paused
-                                    .map_or("-", |p| if p { "yes" } else { "no" })
-                                    .to_owned(),
-                                listeners.to_string(),
-                            ],
-                            Err(e) => vec![link, html::error(&e.to_string())],
+            let history = state.sampler.history();
+            let rows: Vec<Vec<String>> = topics
+                .iter()
+                .map(|(topic, read)| {
+                    let link = format!(
+                        r#"<a href="/topics/{}">{}</a>"#,
+                        html::path_segment(topic.as_str()),
+                        escape(topic.as_str())
+                    );
+                    let listeners = numbers::listeners_of(participants, topic.as_str());
+                    match read {
+                        Ok(n) => {
+                            let line = sparkline::backlog(
+                                &history.backlog(topic.as_str()),
+                                snapshot.at_ms,
+                            );
+                            let mut row = vec![link];
+                            row.extend(numbers::cells(n, history.rates(topic.as_str()), line));
+                            row.push(listeners.to_string());
+                            row
                         }
+                        Err(e) => vec![link, html::error(&e.to_string())],
                     }
                 })
-                .buffered(PARALLEL_READS)
-                .collect()
-                .await;
-            if rows.is_empty() {
-                body.push_str(r#"<p class="note">No topic yet.</p>"#);
-            } else {
-                body.push_str(&html::table(
-                    "topics",
-                    &[
-                        "Topic",
-                        "Waiting",
-                        "Scheduled",
-                        "In flight",
-                        "Dead letters",
-                        "Paused",
-                        "Listeners",
-                    ],
-                    &rows,
-                ));
-            }
+                .collect();
+            drop(history);
+            let header: Vec<&str> = std::iter::once("Topic")
+                .chain(numbers::COLUMNS)
+                .chain(["Listeners"])
+                .collect();
+            body.push_str(&html::table("topics", &header, &rows));
         }
     }
-    body.push_str(r#"<p class="note">Numbers as of this page's load; reload to refresh.</p>"#);
+    body.push_str(&html::note(RATES_NOTE));
     html::page(
         "Topics",
         Section::Topics,
@@ -102,6 +83,12 @@ pub(crate) async fn show(
         &body,
     )
 }
+
+/// What the numbers and rates are.
+const RATES_NOTE: &str = "Numbers as of this page's load; reload to refresh. \
+    Rates are per second over the last minute, sampled every 10 s while a page of this dashboard was viewed in the last 15 minutes: \
+    Done and Failed are the handler runs live listeners report; In is what the backlog grew by plus what was done. \
+    The line is the backlog (waiting, scheduled and in flight) since sampling started, up to 15 minutes.";
 
 /// `?name=` of `/topic`.
 #[derive(Debug, Deserialize)]

@@ -12,6 +12,8 @@ use ezmq_core::{DeadLetterRecord, Job, MqClient, Topic};
 use super::numbers::{self, dead_letter_topic};
 use super::Flash;
 use crate::html::{self, escape, Section};
+use crate::snapshot::now_ms;
+use crate::sparkline;
 use crate::state::AppState;
 
 /// Jobs shown per list.
@@ -39,25 +41,18 @@ pub(crate) async fn show(
     let base = format!("/topics/{}", html::path_segment(topic.as_str()));
     let mut body = String::new();
 
+    state.sampler.viewed();
     match numbers::read(admin, &topic).await {
         Ok(n) => {
-            let paused = n.paused.map_or("-", |p| if p { "yes" } else { "no" });
+            let (rates, line) = {
+                let history = state.sampler.history();
+                let line = sparkline::backlog(&history.backlog(topic.as_str()), now_ms());
+                (history.rates(topic.as_str()), line)
+            };
             body.push_str(&html::table(
                 "numbers",
-                &[
-                    "Waiting",
-                    "Scheduled",
-                    "In flight",
-                    "Dead letters",
-                    "Paused",
-                ],
-                &[vec![
-                    html::count(n.waiting),
-                    html::count(n.scheduled),
-                    html::count(n.in_flight),
-                    html::count(n.dead_letters),
-                    paused.to_owned(),
-                ]],
+                &numbers::COLUMNS,
+                &[numbers::cells(&n, rates, line)],
             ));
             if actions && n.paused.is_some() {
                 let (path, label) = if n.paused == Some(true) {
@@ -85,7 +80,10 @@ pub(crate) async fn show(
                             escape(l.group.as_deref().unwrap_or("-")),
                             l.concurrency.to_string(),
                             l.in_flight.to_string(),
+                            l.succeeded.to_string(),
+                            l.failed.to_string(),
                             if l.paused { "yes" } else { "no" }.to_owned(),
+                            html::time_ms(l.started_at_ms),
                             html::time_ms(p.announced_at_ms),
                         ]
                     })
@@ -97,7 +95,10 @@ pub(crate) async fn show(
                         "Group",
                         "Concurrency",
                         "In flight",
+                        "Done",
+                        "Failed",
                         "Paused",
+                        "Started",
                         "Last seen",
                     ],
                     &rows,

@@ -1,8 +1,9 @@
 // Drives the dashboard at BASE in Debian's headless Chromium, as a user
 // would: the overview lists TOPIC with 2 waiting; its page shows the
 // <script> body as text (the page title stays); the dead letter's Requeue
-// button moves it back (3 waiting, 0 dead letters). Saves a screenshot of
-// each page in SHOTS. Exits non-zero with the reason on the first failure.
+// button moves it back (3 waiting, 0 dead letters); the health page shows
+// every node up and no address. Saves a screenshot of each page in SHOTS.
+// Exits non-zero with the reason on the first failure.
 //
 // With LISTS=no (a broker that can neither list topics nor peek, RabbitMQ)
 // it opens the topic by name and clicks Requeue all instead.
@@ -108,10 +109,19 @@ try {
   expect(after && after[0] === '3' && after[3] === '0', `3 waiting, 0 dead letters: ${after}`);
   await page.screenshot({ path: join(shots, 'after-requeue.png'), fullPage: true });
 
-  for (const name of ['cron', 'processes']) {
+  for (const name of ['cron', 'groups', 'processes', 'health']) {
     await page.goto(`${base}/${name}`);
     await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
   }
+  const states = await page.$$eval('#nodes tbody tr td:nth-child(2)', (cells) =>
+    cells.map((c) => c.textContent.trim()),
+  );
+  expect(
+    states.length > 0 && states.every((s) => s === 'up'),
+    `every node up on the health page: ${JSON.stringify(states)}`,
+  );
+  const healthText = await page.textContent('main');
+  expect(!healthText.includes('127.0.0.1'), 'no broker address on the health page');
   console.log('browser check passed');
 } catch (e) {
   failed = true;

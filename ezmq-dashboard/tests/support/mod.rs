@@ -176,3 +176,17 @@ pub async fn drain(client: &Client, topic: &str) {
         client.admin().ack_all(&handles).await.expect("ack");
     }
 }
+
+/// The cells of `topic`'s row on the overview (HTML, the link first);
+/// empty when it is not there.
+pub fn row(page: &str, topic: &str) -> Vec<String> {
+    let link = format!(r#"<a href="/topics/{topic}">{topic}</a>"#);
+    let Some(start) = page.find(&link) else {
+        return Vec::new();
+    };
+    let rest = &page[start..];
+    let row = &rest[..rest.find("</tr>").unwrap_or(rest.len())];
+    row.split("</td><td>")
+        .map(|cell| cell.trim_end_matches("</td>").to_owned())
+        .collect()
+}

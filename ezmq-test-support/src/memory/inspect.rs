@@ -1,13 +1,35 @@
-//! Queue stats, peek and exclusive claims of the in-memory broker.
+//! Queue stats, peek, exclusive claims and the health report of the
+//! in-memory broker.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use ezmq_core::spi::{ClaimOutcome, ExclusiveClaim, Peek, QueueStats, Source};
-use ezmq_core::{Job, Result, Topic};
+use ezmq_core::{BrokerHealth, Job, NodeHealth, Result, Topic};
 use tokio::time::Instant;
 
-use super::MemoryBackend;
+use super::{MemoryBackend, MEMORY_BACKEND_NAME};
+
+impl MemoryBackend {
+    /// One node, `server`: up unless the test stopped the broker
+    /// ([`MemoryBroker::stop`](super::MemoryBroker::stop)), with the
+    /// claims held.
+    pub(super) fn health_report(&self) -> Result<BrokerHealth> {
+        self.conn.ensure_open()?;
+        let health = BrokerHealth::new(MEMORY_BACKEND_NAME).with_fact("mode", "in-process");
+        if !self.broker.is_up() {
+            return Ok(health.with_node(NodeHealth::down("server")));
+        }
+        let now = Instant::now();
+        let claims = self
+            .state()
+            .claims
+            .values()
+            .filter(|(until, _)| *until > now)
+            .count();
+        Ok(health.with_node(NodeHealth::up("server").with_fact("claims", claims)))
+    }
+}
 
 #[async_trait]
 impl QueueStats for MemoryBackend {

@@ -48,7 +48,7 @@ use ezmq_core::spi::{
     Backend, Capabilities, Capability, Delivery, ExclusiveClaim, FanOut, Peek, QueueStats,
     ReplyChannel, Source,
 };
-use ezmq_core::{Error, JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
+use ezmq_core::{BrokerHealth, Error, JobId, PushOptions, Result, Topic, MESSAGE_ID_HEADER};
 use tokio::time::Instant;
 
 use queue::Message;
@@ -418,6 +418,10 @@ impl Backend for MemoryBackend {
         self.state().inboxes.retain(|_, inbox| inbox.owner != id);
         tracing::debug!(connection = id, "in-memory backend closed");
         Ok(())
+    }
+
+    async fn health(&self) -> Result<BrokerHealth> {
+        self.health_report()
     }
 
     fn queue_stats(&self) -> Option<&dyn QueueStats> {
