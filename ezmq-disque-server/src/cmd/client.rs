@@ -75,7 +75,9 @@ fn client_inner(node: &Node, sess: &mut Session, args: &[Bytes]) -> Frame {
             .clients
             .all()
             .into_iter()
-            .find(|c| c.addr.to_string() == addr)
+            // A client already killed is gone, though its connection's
+            // task may not have left the table yet.
+            .find(|c| c.addr.to_string() == addr && !c.kill.is_cancelled())
         {
             Some(c) => {
                 c.kill.cancel();
