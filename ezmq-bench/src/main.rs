@@ -6,7 +6,9 @@
 //! trips and the peak RSS under the 128-task push load. Redis, RabbitMQ
 //! and PostgreSQL: push and consume throughput and push → handler latency
 //! against a raw `redis`-crate / `lapin` / `sqlx` loop. All four: a push
-//! batch of 50 (`push_batch`) against the broker's cheapest raw batch. Prints one markdown table
+//! batch of 50 (`push_batch`) against the broker's cheapest raw batch.
+//! Redis also: the dashboard's overview of 500 topics against a raw read
+//! of their counts (`--scenario dashboard`). Prints one markdown table
 //! per scenario (see `BENCHMARKS.md` at the repository root).
 //!
 //! ```text
