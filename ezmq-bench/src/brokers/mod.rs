@@ -7,24 +7,25 @@
 //! Each broker implements [`RawBroker`] (its raw baseline and its ezmq
 //! client); the measuring code here is shared.
 
+mod latency_rows;
+
 pub(crate) mod kafka;
 pub(crate) mod nats;
 pub(crate) mod postgres;
 pub(crate) mod rabbitmq;
 pub(crate) mod redis;
 
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
-use ezmq_core::{Client, ConsumeOptions, MqClient, MqClientExt};
+use ezmq_core::{Client, ConsumeOptions, MqClient};
 use futures::future::BoxFuture;
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::scenario::batch::{self, BatchBroker};
-use crate::scenario::latency::{self, Recorder, Spec, TAIL_WAIT};
+use crate::scenario::latency::Recorder;
 use crate::scenario::{drain, rate_limit};
 use crate::scenario::{unique_queue, Imp, Settings, FETCH_WAIT};
 use crate::stats::{ms, process_cpu, rate, us};
@@ -70,6 +71,12 @@ pub(crate) trait RawBroker {
     /// The offered rates of the latency table.
     fn latency_rates(&self, s: &Settings) -> Vec<u64> {
         s.latency_rates.clone()
+    }
+    /// Added to a latency run's warm-up (and length): how long a new
+    /// consumer takes to get its first message on this broker (Kafka: its
+    /// group's join), so that the measured part is the steady state.
+    fn latency_join(&self) -> Duration {
+        Duration::ZERO
     }
     /// What the raw side sends, for the notes under the tables.
     fn raw_notes(&self) -> RawNotes;
@@ -194,7 +201,7 @@ pub(crate) async fn run<B: RawBroker + BatchBroker>(
         }
     }
     if parts.latency {
-        let (t, p99) = latency_table(b, s).await?;
+        let (t, p99) = latency_rows::latency_table(b, s).await?;
         println!("{}", t.render());
         if let Some((p99, complete)) = p99.filter(|_| b.has_goals()) {
             goals.row(vec![
@@ -476,119 +483,6 @@ pub(crate) fn alternating(repeat: usize) -> [(usize, Imp); 2] {
     } else {
         [(1, Imp::Ezmq), (0, Imp::Raw)]
     }
-}
-
-/// Latency at each offered rate; returns the table and ezmq's p99 at
-/// the goal's rate with whether every message arrived.
-async fn latency_table<B: RawBroker>(
-    b: &B,
-    s: &Settings,
-) -> BoxResult<(Table, Option<(Duration, bool)>)> {
-    let goal = b.p99_goal().as_millis();
-    let goal_rate = b.latency_goal_rate();
-    let goal_col = format!("goal p99 < {goal} ms @{goal_rate}");
-    let mut table = Table::new(
-        format!(
-            "{}: latency push → handler start, one topic, {BODY_LEN} B bodies (ms)",
-            b.name()
-        ),
-        &[
-            "rate msg/s",
-            "impl",
-            "sent/s",
-            "p50",
-            "p99",
-            "p99.9",
-            "max",
-            "samples",
-            goal_col.as_str(),
-        ],
-    );
-    table.note(format!(
-        "Each run: {} s at the offered rate, the first {} s dropped as warm-up; pushes from a \
-         pacing task (1 ms ticks, each push a task), latency measured from the moment the push \
-         is issued. ezmq: `client.push`, one listener with concurrency 64, latency taken when \
-         the handler starts. Raw: the same pacing with the raw push; {}",
-        s.latency_time.as_secs_f64(),
-        s.latency_warm.as_secs_f64(),
-        b.raw_notes().latency
-    ));
-    let mut p99_at_goal = None;
-    for r in b.latency_rates(s) {
-        let spec = Spec {
-            topics: 1,
-            body_len: BODY_LEN,
-            rate: r,
-            time: s.latency_time,
-            warm: s.latency_warm,
-            concurrency: 64,
-        };
-        for imp in s.sides.clone() {
-            let m = latency_run(b, imp, &spec).await?;
-            let cell = if r == goal_rate && imp == Imp::Ezmq && b.has_goals() {
-                let complete = m.received == m.sent;
-                p99_at_goal = Some((m.latency.p99, complete));
-                verdict(m.latency.p99 < b.p99_goal() && complete)
-            } else {
-                String::new()
-            };
-            table.row(latency::row(r, imp, &m, cell));
-        }
-    }
-    Ok((table, p99_at_goal))
-}
-
-/// One latency run of `imp` on a fresh queue.
-async fn latency_run<B: RawBroker>(b: &B, imp: Imp, spec: &Spec) -> BoxResult<latency::Measured> {
-    let queue = unique_queue("latency");
-    let base = Instant::now();
-    let rec = Arc::new(Recorder::new(base));
-    let stop = Arc::new(AtomicBool::new(false));
-    let (sender, client, receiver) = match imp {
-        Imp::Ezmq => {
-            let client = b.ezmq().await?;
-            let r = Arc::clone(&rec);
-            client
-                .add_consume_listener_with(
-                    &queue,
-                    ConsumeOptions::new()
-                        .with_concurrency(spec.concurrency)
-                        .with_fetch_wait(FETCH_WAIT),
-                    move |job| {
-                        r.record(job.body());
-                        async { Ok::<(), Infallible>(()) }
-                    },
-                )
-                .await?;
-            (ezmq_sender(&client, &queue), Some(client), None)
-        }
-        Imp::Raw => {
-            let sender = b.raw_sender(&queue).await?;
-            let receiver = b
-                .raw_receiver(
-                    &queue,
-                    spec.concurrency,
-                    Arc::clone(&rec),
-                    Arc::clone(&stop),
-                )
-                .await?;
-            (sender, None, Some(receiver))
-        }
-    };
-    rec.start_now(spec.warm);
-    let queues = [queue.clone()];
-    let (sent, send_rate) =
-        latency::produce(spec, base, &queues, move |_q, body| sender(body)).await?;
-    rec.wait_for(sent, TAIL_WAIT).await;
-    stop.store(true, Ordering::Relaxed);
-    if let Some(receiver) = receiver {
-        receiver.await??;
-    }
-    if let Some(client) = client {
-        client.shutdown(Duration::from_secs(1)).await?;
-    }
-    b.cleanup(&queue).await?;
-    Ok(rec.measured(sent, send_rate))
 }
 
 /// True when `EZMQ_REQUIRE_BROKERS` (comma-separated backend names, or
