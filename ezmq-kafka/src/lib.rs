@@ -1,17 +1,18 @@
 //! # ezmq-kafka
 //!
-//! The Kafka backend of ezmq (`kafka://` URLs), milestone M1 of
-//! [its proposal](https://example.invalid/ezmq/docs/proposals/kafka.md):
-//! a topic's jobs are the records of one Kafka topic (created through
-//! the admin API), read by one consumer group that every listening
-//! process joins. Jobs of a partition run concurrently; each partition
-//! commits its lowest unfinished offset, so a killed process's
-//! successor runs again only its unfinished jobs and those finished
-//! within one commit interval. Retries run in place (the record stays
-//! uncommitted until it succeeds or is dead-lettered). Delayed pushes,
-//! claims (cron, unique keys, limits), broadcast groups and
-//! request-reply come with the next milestones: until then they fail
-//! with [`Error::Unsupported`](ezmq_core::Error::Unsupported).
+//! The Kafka backend of ezmq (`kafka://` URLs), built in the milestones
+//! of its proposal (`docs/proposals/kafka.md`): a topic's jobs are the
+//! records of one Kafka topic (created through the admin API), read by
+//! one consumer group that every listening process joins. Jobs of a
+//! partition run concurrently; each partition commits its lowest
+//! unfinished offset, so a killed process's successor runs again only its
+//! unfinished jobs and those finished within one commit interval. Retries
+//! run in place (the record stays uncommitted until it succeeds or is
+//! dead-lettered). Delayed pushes go through delay-level topics; claims
+//! (cron, unique keys, pauses, limits, priorities) are records of a claim
+//! log; broadcast groups and request-reply run on it too; and
+//! [`KafkaPushOptions::with_key`] gives a key's jobs one at a time, in
+//! order.
 //!
 //! ```no_run
 //! # async fn demo() -> ezmq_core::Result<()> {
@@ -43,6 +44,7 @@ mod fan_out;
 mod health;
 mod names;
 mod push;
+mod push_options;
 mod reply;
 mod settle;
 mod stats;
@@ -50,6 +52,7 @@ mod stats;
 pub use backend::KafkaBackend;
 pub use cluster::KafkaCluster;
 pub use config::{KafkaConfig, DEFAULT_URL};
+pub use push_options::KafkaPushOptions;
 
 use ezmq_core::{Client, ClientConfig, Result};
 

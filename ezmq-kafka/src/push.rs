@@ -89,9 +89,12 @@ pub(crate) async fn publish_with(
             value: Some(&at.to_string()),
         });
     }
-    let record = FutureRecord::<(), [u8]>::to(kafka_topic)
+    let mut record = FutureRecord::<str, [u8]>::to(kafka_topic)
         .payload(&body[..])
         .headers(headers);
+    if let Some(key) = crate::push_options::key_of(options) {
+        record = record.key(key);
+    }
     // A full local queue waits (backpressure) within the delivery
     // timeout, which librdkafka enforces from here on.
     match producer.send(record, Duration::from_secs(60)).await {

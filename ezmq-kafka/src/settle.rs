@@ -73,6 +73,10 @@ impl KafkaDelivery {
 impl Settle for KafkaDelivery {
     async fn ack(&self) -> Result<()> {
         let done = self.shared.lock().finish(&self.record);
+        if self.record.key.is_some() {
+            // Its key is free: a later record of it may wait in the buffer.
+            self.shared.notify_arrived();
+        }
         self.settled("acknowledged", done, ())
     }
 

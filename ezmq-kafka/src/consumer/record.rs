@@ -26,6 +26,9 @@ pub(crate) struct Record {
     /// moved (and maybe came back) changes nothing.
     pub(crate) generation: u64,
     pub(crate) id: JobId,
+    /// Its Kafka key: records of one key run one at a time, in offset
+    /// order ([`KafkaPushOptions`](crate::KafkaPushOptions)).
+    pub(crate) key: Option<Bytes>,
     pub(crate) headers: Headers,
     pub(crate) body: Bytes,
     pub(crate) attempt: u32,
@@ -62,6 +65,7 @@ impl Record {
             offset,
             generation,
             id,
+            key: message.key().map(Bytes::copy_from_slice),
             headers,
             body: Bytes::copy_from_slice(message.payload().unwrap_or_default()),
             attempt,

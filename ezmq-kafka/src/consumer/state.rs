@@ -1,8 +1,11 @@
 //! What one topic's consumer holds: the buffered records, the retries
-//! waiting for their backoff, and each assigned partition's offsets.
+//! waiting for their backoff, each assigned partition's offsets, and the
+//! keys whose record is running.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
+
+use bytes::Bytes;
 
 use super::offsets::{PartitionOffsets, Replay};
 use super::record::{now_ms, Record};
@@ -35,6 +38,9 @@ pub(crate) struct State {
     pub(crate) failure: Option<String>,
     /// The largest `max` a receive asked for: the buffer holds twice it.
     largest_max: usize,
+    /// Each key with a record handed out or waiting for its retry, by
+    /// partition: that record's offset. Later records of the key wait.
+    busy_keys: HashMap<(i32, Bytes), i64>,
 }
 
 /// A partition's offset to commit, with its metadata.
@@ -98,6 +104,8 @@ impl State {
         }
         let now_ms = now_ms();
         let mut out = Vec::new();
+        // Records of a busy key, kept in order for a later take.
+        let mut waiting = Vec::new();
         while out.len() < max {
             let Some(record) = self.buffer.pop_front() else {
                 break;
@@ -108,14 +116,31 @@ impl State {
             if p.generation != record.generation {
                 continue;
             }
+            if let Some(key) = &record.key {
+                let slot = (record.partition, key.clone());
+                match self.busy_keys.get(&slot) {
+                    Some(holder) if *holder != record.offset => {
+                        waiting.push(record);
+                        continue;
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.busy_keys.insert(slot, record.offset);
+                    }
+                }
+            }
             if record.expired(now_ms) {
                 tracing::debug!(message_id = %record.id, partition = record.partition, offset = record.offset, "job expired before delivery; dropped");
                 p.offsets.finished(record.offset);
+                Self::free_key(&mut self.busy_keys, &record);
                 continue;
             }
             p.running += 1;
             p.offsets.handed(record.offset);
             out.push(record);
+        }
+        for record in waiting.into_iter().rev() {
+            self.buffer.push_front(record);
         }
         let next_due = self.delayed.iter().map(|(due, _)| *due).min();
         (out, next_due)
@@ -127,19 +152,31 @@ impl State {
         match self.settled(record) {
             Some(p) => {
                 p.offsets.finished(record.offset);
+                Self::free_key(&mut self.busy_keys, record);
                 true
             }
             None => false,
         }
     }
 
-    /// The handed-out record goes back to the front of the buffer.
+    /// The handed-out record goes back to the front of the buffer (it
+    /// keeps its key: nothing of the key ran meanwhile).
     pub(crate) fn release(&mut self, record: Record) -> bool {
         if self.settled(&record).is_none() {
             return false;
         }
         self.buffer.push_front(record);
         true
+    }
+
+    /// `record`'s key is free again, if `record` held it.
+    fn free_key(busy_keys: &mut HashMap<(i32, Bytes), i64>, record: &Record) {
+        if let Some(key) = &record.key {
+            let slot = (record.partition, key.clone());
+            if busy_keys.get(&slot) == Some(&record.offset) {
+                busy_keys.remove(&slot);
+            }
+        }
     }
 
     /// The handed-out record runs again at `due` (an in-place retry).
@@ -202,6 +239,8 @@ impl State {
         self.buffer.retain(|r| !partitions.contains(&r.partition));
         self.delayed
             .retain(|(_, r)| !partitions.contains(&r.partition));
+        self.busy_keys
+            .retain(|(partition, _), _| !partitions.contains(partition));
         let mut commits = Vec::new();
         for partition in partitions {
             if let Some(p) = self.partitions.remove(partition) {
@@ -219,6 +258,7 @@ impl State {
         self.buffer.clear();
         self.delayed.clear();
         self.partitions.clear();
+        self.busy_keys.clear();
     }
 
     /// True while the buffer holds twice the largest receive (at least
@@ -260,6 +300,7 @@ mod tests {
             offset,
             generation: state.generation_of(partition).unwrap(),
             id: JobId::new(format!("{partition}-{offset}")),
+            key: None,
             headers: Headers::new(),
             body: Bytes::new(),
             attempt: 1,
@@ -322,5 +363,65 @@ mod tests {
         }
         // 24 records past the oldest unfinished (40) of a window of 64.
         assert_eq!(state.flow(64).resume, vec![0]);
+    }
+
+    fn keyed(state: &mut State, partition: i32, offset: i64, key: &'static str) -> Record {
+        Record {
+            key: Some(Bytes::from_static(key.as_bytes())),
+            ..record(state, partition, offset)
+        }
+    }
+
+    fn offsets(records: &[Record]) -> Vec<i64> {
+        records.iter().map(|r| r.offset).collect()
+    }
+
+    #[test]
+    fn a_key_runs_one_record_at_a_time_in_order_retries_included() {
+        let mut state = State::default();
+        state.assigned(&[(0, None)]);
+        for (offset, key) in [(0, "a"), (1, "a"), (2, "b"), (3, "a"), (4, "b")] {
+            let r = keyed(&mut state, 0, offset, key);
+            state.add(r);
+        }
+        let unkeyed = record(&mut state, 0, 5);
+        state.add(unkeyed);
+        let now = Instant::now();
+        let (first, _) = state.take(10, now);
+        assert_eq!(
+            offsets(&first),
+            [0, 2, 5],
+            "one of each key, and the unkeyed one"
+        );
+        // `a`'s first record fails: its retry holds the key.
+        let later = now + std::time::Duration::from_secs(1);
+        assert!(state.delay(first[0].clone(), later));
+        assert!(state.finish(&first[1]));
+        let (second, _) = state.take(10, now);
+        assert_eq!(offsets(&second), [4], "b's next; a waits for its retry");
+        let (retry, _) = state.take(10, later);
+        assert_eq!(offsets(&retry), [0], "a's retry, before a's later records");
+        assert!(state.finish(&retry[0]));
+        let (third, _) = state.take(10, later);
+        assert_eq!(offsets(&third), [1]);
+        assert!(state.finish(&third[0]));
+        let (fourth, _) = state.take(10, later);
+        assert_eq!(offsets(&fourth), [3]);
+    }
+
+    #[test]
+    fn a_revoked_partition_frees_its_keys() {
+        let mut state = State::default();
+        state.assigned(&[(0, None)]);
+        let r = keyed(&mut state, 0, 0, "a");
+        state.add(r);
+        let (taken, _) = state.take(10, Instant::now());
+        assert_eq!(offsets(&taken), [0]);
+        state.revoked(&[0]);
+        state.assigned(&[(0, None)]);
+        let again = keyed(&mut state, 0, 0, "a");
+        state.add(again);
+        let (taken, _) = state.take(10, Instant::now());
+        assert_eq!(offsets(&taken), [0], "the new assignment runs the key");
     }
 }

@@ -50,6 +50,8 @@ struct Held {
     due_ms: u64,
     run_at_ms: u64,
     dest: String,
+    /// Its Kafka key (a keyed job's, for its order at the destination).
+    key: Option<Vec<u8>>,
     body: Vec<u8>,
     /// Its Kafka headers but the level's due time.
     headers: Vec<(String, Vec<u8>)>,
@@ -399,9 +401,12 @@ fn send(
             value: Some(due.as_str()),
         });
     }
-    let record = FutureRecord::<(), [u8]>::to(topic)
+    let mut record = FutureRecord::<[u8], [u8]>::to(topic)
         .payload(&held.body)
         .headers(headers);
+    if let Some(key) = &held.key {
+        record = record.key(key.as_slice());
+    }
     producer.send_result(record).map_err(|(err, _)| err)
 }
 
@@ -437,6 +442,7 @@ fn hold(state: &Mutex<Moving>, message: &BorrowedMessage<'_>) {
             due_ms,
             run_at_ms: run_at_ms.unwrap_or(due_ms),
             dest,
+            key: message.key().map(<[u8]>::to_vec),
             body: message.payload().unwrap_or_default().to_vec(),
             headers,
         }),
