@@ -25,11 +25,7 @@ struct SharedKafka;
 impl SharedKafka {
     fn config(&self) -> KafkaConfig {
         static PREFIX: OnceLock<String> = OnceLock::new();
-        KafkaConfig::new(support::url())
-            .with_prefix(PREFIX.get_or_init(support::prefix).as_str())
-            .with_partitions(3)
-            .with_connect_timeout(Duration::from_secs(3))
-            .with_fetch_wait(FETCH_WAIT)
+        support::config(PREFIX.get_or_init(support::prefix)).with_fetch_wait(FETCH_WAIT)
     }
 }
 

@@ -9,26 +9,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ezmq_core::{Client, ConsumeOptions, Job, MqClient, MqClientExt, PushOptions};
-use ezmq_kafka::KafkaConfig;
 use tokio::sync::mpsc;
 
 /// How late a delivery may be (generous: the broker shares two cores).
 const LATE_BOUND: Duration = Duration::from_secs(3);
-
-async fn connect(prefix: &str) -> Option<Client> {
-    let config = KafkaConfig::new(support::url())
-        .with_prefix(prefix)
-        .with_partitions(3)
-        .with_connect_timeout(Duration::from_secs(3));
-    match ezmq_kafka::connect(config).await {
-        Ok(client) => Some(client),
-        Err(err) if err.is_connection_error() => {
-            ezmq_test_support::skip_or_require("kafka", &support::url(), &err);
-            None
-        }
-        Err(err) => panic!("connecting to {}: {err}", support::url()),
-    }
-}
 
 /// A listener on `topic` sending each job's body and arrival here.
 async fn arrivals(client: &Client, topic: &str) -> mpsc::UnboundedReceiver<(String, Instant)> {
@@ -82,7 +66,7 @@ fn level_topics(prefix: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waits_across_levels_end_never_early_and_soon_after() {
     let prefix = support::prefix();
-    let Some(client) = connect(&prefix).await else {
+    let Some(client) = support::client(&prefix).await else {
         return;
     };
     let topic = "delays";
@@ -128,7 +112,7 @@ async fn waits_across_levels_end_never_early_and_soon_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_delayed_by_a_client_that_closed_are_moved_by_another() {
     let prefix = support::prefix();
-    let Some(producer) = connect(&prefix).await else {
+    let Some(producer) = support::client(&prefix).await else {
         return;
     };
     let topic = "outlived";
@@ -149,7 +133,9 @@ async fn jobs_delayed_by_a_client_that_closed_are_moved_by_another() {
         .await
         .expect("the producer closes");
 
-    let consumer = connect(&prefix).await.expect("the consumer connects");
+    let consumer = support::client(&prefix)
+        .await
+        .expect("the consumer connects");
     let mut rx = arrivals(&consumer, topic).await;
     let arrived = first_arrivals(&mut rx, 20, Duration::from_secs(30)).await;
     for (body, at) in &arrived {

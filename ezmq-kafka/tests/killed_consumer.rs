@@ -16,7 +16,6 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use ezmq_core::{Client, ConsumeOptions, Job, MqClient, MqClientExt};
-use ezmq_kafka::KafkaConfig;
 use ezmq_test_support::{skip_or_require, KillOnDrop};
 use tokio::sync::mpsc;
 
@@ -44,14 +43,7 @@ fn prefix() -> String {
 }
 
 async fn connect() -> ezmq_core::Result<Client> {
-    ezmq_kafka::connect(
-        KafkaConfig::new(support::url())
-            .with_prefix(prefix())
-            .with_partitions(3)
-            .with_session_timeout(SESSION)
-            .with_connect_timeout(Duration::from_secs(3)),
-    )
-    .await
+    ezmq_kafka::connect(support::config(&prefix()).with_session_timeout(SESSION)).await
 }
 
 /// The child process: consumes at concurrency 16, each job taking

@@ -10,27 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ezmq_core::{Client, ConsumeOptions, Job, MqClient, MqClientExt, PushOptions};
-use ezmq_kafka::{KafkaConfig, KafkaPushOptions};
+use ezmq_core::{ConsumeOptions, Job, MqClient, MqClientExt, PushOptions};
+use ezmq_kafka::KafkaPushOptions;
 
 /// Keys, and jobs per key.
 const KEYS: usize = 4;
 const PER_KEY: usize = 25;
-
-async fn connect(prefix: &str) -> Option<Client> {
-    let config = KafkaConfig::new(support::url())
-        .with_prefix(prefix)
-        .with_partitions(3)
-        .with_connect_timeout(Duration::from_secs(3));
-    match ezmq_kafka::connect(config).await {
-        Ok(client) => Some(client),
-        Err(err) if err.is_connection_error() => {
-            ezmq_test_support::skip_or_require("kafka", &support::url(), &err);
-            None
-        }
-        Err(err) => panic!("connecting to {}: {err}", support::url()),
-    }
-}
 
 /// What the handlers saw.
 #[derive(Default)]
@@ -48,7 +33,7 @@ struct Seen {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_key_runs_in_order_and_keys_run_at_once() {
     let prefix = support::prefix();
-    let Some(client) = connect(&prefix).await else {
+    let Some(client) = support::client(&prefix).await else {
         return;
     };
     let topic = "orders";

@@ -27,14 +27,19 @@ pub(crate) fn prefix() -> String {
     format!("ezmq-test-{secs}-{}-{n}", std::process::id())
 }
 
+/// The test broker under `prefix`: topics of 3 partitions, a connect
+/// that gives up after 3 s.
+pub(crate) fn config(prefix: &str) -> KafkaConfig {
+    KafkaConfig::new(url())
+        .with_prefix(prefix)
+        .with_partitions(3)
+        .with_connect_timeout(Duration::from_secs(3))
+}
+
 /// A connected cluster handle with a fresh prefix, or `None` after the
 /// skip line (a panic when Kafka is required).
 pub(crate) async fn cluster() -> Option<KafkaCluster> {
-    let config = KafkaConfig::new(url())
-        .with_prefix(prefix())
-        .with_partitions(3)
-        .with_connect_timeout(Duration::from_secs(3));
-    match KafkaCluster::connect(config).await {
+    match KafkaCluster::connect(config(&prefix())).await {
         Ok(cluster) => Some(cluster),
         Err(err) if err.is_connection_error() => {
             ezmq_test_support::skip_or_require("kafka", &url(), &err);
@@ -49,6 +54,19 @@ pub(crate) async fn cluster() -> Option<KafkaCluster> {
 pub(crate) async fn backend(config: KafkaConfig) -> Option<KafkaBackend> {
     match KafkaBackend::connect(config).await {
         Ok(backend) => Some(backend),
+        Err(err) if err.is_connection_error() => {
+            ezmq_test_support::skip_or_require("kafka", &url(), &err);
+            None
+        }
+        Err(err) => panic!("connecting to {}: {err}", url()),
+    }
+}
+
+/// A client of the test broker under `prefix` ([`config`]), or `None`
+/// after the skip line (a panic when Kafka is required).
+pub(crate) async fn client(prefix: &str) -> Option<ezmq_core::Client> {
+    match ezmq_kafka::connect(config(prefix)).await {
+        Ok(client) => Some(client),
         Err(err) if err.is_connection_error() => {
             ezmq_test_support::skip_or_require("kafka", &url(), &err);
             None
