@@ -24,22 +24,12 @@ pub(super) async fn latency_table<B: RawBroker>(
     let goal = b.p99_goal().as_millis();
     let goal_rate = b.latency_goal_rate();
     let goal_col = format!("goal p99 < {goal} ms @{goal_rate}");
-    let mut table = Table::new(
+    let mut table = latency::table(
         format!(
             "{}: latency push → handler start, one topic, {BODY_LEN} B bodies (ms)",
             b.name()
         ),
-        &[
-            "rate msg/s",
-            "impl",
-            "sent/s",
-            "p50",
-            "p99",
-            "p99.9",
-            "max",
-            "samples",
-            goal_col.as_str(),
-        ],
+        &goal_col,
     );
     table.note(format!(
         "Each run: {} s at the offered rate, the first {} s dropped as warm-up; pushes from a \

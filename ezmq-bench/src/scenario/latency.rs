@@ -138,19 +138,9 @@ pub(crate) async fn run(
     target: &Target,
     s: &Settings,
 ) -> BoxResult<(Vec<Table>, Option<Duration>)> {
-    let mut single = Table::new(
+    let mut single = table(
         "Latency push → handler start, one topic, 12 B bodies (ms)",
-        &[
-            "rate msg/s",
-            "impl",
-            "sent/s",
-            "p50",
-            "p99",
-            "p99.9",
-            "max",
-            "samples",
-            "goal p99 < 2 ms @1k",
-        ],
+        "goal p99 < 2 ms @1k",
     );
     single.note(format!(
         "Each run: {} s at the offered rate, the first {} s dropped as warm-up. \
@@ -183,20 +173,7 @@ pub(crate) async fn run(
             single.row(row(r, imp, &m, goal));
         }
     }
-    let mut mixed = Table::new(
-        "Mixed read/write, 20 topics, 1 KiB bodies (ms)",
-        &[
-            "rate msg/s",
-            "impl",
-            "sent/s",
-            "p50",
-            "p99",
-            "p99.9",
-            "max",
-            "samples",
-            "received",
-        ],
-    );
+    let mut mixed = table("Mixed read/write, 20 topics, 1 KiB bodies (ms)", "received");
     mixed.note(
         "Every message is written once and read once (1:1), spread round-robin over 20 \
          topics; 20 listeners (ezmq, concurrency 16 each) or 20 GETJOB loops (raw, COUNT 16), \
@@ -216,6 +193,24 @@ pub(crate) async fn run(
         mixed.row(row(spec.rate, imp, &m, received));
     }
     Ok((vec![single, mixed], p99_at_1k))
+}
+
+/// A latency table titled `title`: the columns [`row`] fills, then `last`.
+pub(crate) fn table(title: impl Into<String>, last: &str) -> Table {
+    Table::new(
+        title,
+        &[
+            "rate msg/s",
+            "impl",
+            "sent/s",
+            "p50",
+            "p99",
+            "p99.9",
+            "max",
+            "samples",
+            last,
+        ],
+    )
 }
 
 /// A row of a latency table.
